@@ -1,0 +1,47 @@
+/* codegen.h — everything that turns a planned graph into text.
+ *
+ * Sections by file:
+ *   plan_json.c   --emit plan       (jansson; schema in docs/plan.md)
+ *   plan_text.c   --emit plan-text  (regions, peak step, bytes by kind, largest tensors)
+ *   plan_svg.c    --emit plan-svg   (x = step, y = offset, one rectangle per tensor)
+ *   expr.c        elementwise expressions shared by the C and CUDA emitters
+ *   emit_c.c      --emit c          (CPU training program)
+ *   emit_cuda.c   --emit cuda       (CUDA training program)
+ */
+#ifndef GC_CODEGEN_H
+#define GC_CODEGEN_H
+
+#include <stddef.h>
+#include <stdio.h>
+#include "ir.h"
+
+typedef struct EmitOptions {
+    const char *target;      /* "cpu" | "cuda" */
+    const char *precision;   /* "fp32" | "bf16" */
+    size_t budget_bytes;     /* 0 = none */
+    int poison;              /* emit NaN poisoning at the end of each lifetime */
+} EmitOptions;
+
+/* ---------------------------------------------------------------- plan_json.c */
+/* Writes the plan as JSON. Returns 0, or -1 on a write error. */
+int emit_plan_json(FILE *f, const Graph *g, const EmitOptions *opt);
+
+/* ---------------------------------------------------------------- plan_text.c */
+void emit_plan_text(FILE *f, const Graph *g, const EmitOptions *opt);
+
+/* ---------------------------------------------------------------- plan_svg.c */
+void emit_plan_svg(FILE *f, const Graph *g, const EmitOptions *opt);
+
+/* ---------------------------------------------------------------- expr.c */
+/* The expression of an elementwise op's output element i, as C text valid in
+ * both C and CUDA: inputs are named x0, x1 (already loaded as float), the
+ * broadcast operand of add is indexed by the caller. NULL for non-EW ops. */
+const char *ew_expr(const Op *op);
+
+/* ---------------------------------------------------------------- emit_c.c */
+void emit_c(FILE *f, const Graph *g, const EmitOptions *opt);
+
+/* ---------------------------------------------------------------- emit_cuda.c */
+void emit_cuda(FILE *f, const Graph *g, const EmitOptions *opt);
+
+#endif

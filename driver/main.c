@@ -1,0 +1,2 @@
+/* placeholder: replaced by the real driver */
+int main(void) { return 0; }

@@ -1,0 +1,6 @@
+%{
+/* placeholder: replaced by the real grammar */
+%}
+%%
+program: %empty ;
+%%

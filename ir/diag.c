@@ -1,0 +1,127 @@
+/* diag.c — located diagnostics and allocation helpers. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ir.h"
+
+typedef struct Source { const char *file; const char *text; size_t len; } Source;
+static Source sources[16];
+static int nsources;
+static int nerrors;
+
+void diag_add_source(const char *file, const char *text, size_t len)
+{
+    if (nsources < (int)(sizeof sources / sizeof sources[0]))
+        sources[nsources++] = (Source){file, text, len};
+}
+
+/* Prints line `line` of the registered source of `file` and a caret at col. */
+static void show_line(Loc loc)
+{
+    for (int i = 0; i < nsources; i++) {
+        if (strcmp(sources[i].file, loc.file) != 0)
+            continue;
+        const char *p = sources[i].text, *end = p + sources[i].len;
+        for (int l = 1; l < loc.line && p < end; p++)
+            if (*p == '\n')
+                l++;
+        const char *e = p;
+        while (e < end && *e != '\n')
+            e++;
+        fputs("  ", stderr);
+        int width = 0;
+        for (const char *q = p; q < e; q++, width++)  /* unprintable bytes shown as '?' */
+            fputc((*q == '\t' || (*q >= 32 && *q < 127)) ? *q : '?', stderr);
+        fputs("\n  ", stderr);
+        for (int c = 1; c < loc.col && c <= width; c++)
+            fputc(p[c - 1] == '\t' ? '\t' : ' ', stderr);
+        fputs("^\n", stderr);
+        return;
+    }
+}
+
+static void report(Loc loc, const char *what, const char *fmt, va_list ap)
+{
+    if (loc.file && loc.line > 0)
+        fprintf(stderr, "%s:%d:%d: %s: ", loc.file, loc.line, loc.col, what);
+    else
+        fprintf(stderr, "gcompile: %s: ", what);
+    vfprintf(stderr, fmt, ap);
+    fputc('\n', stderr);
+    if (loc.file && loc.line > 0)
+        show_line(loc);
+}
+
+void diag_error(Loc loc, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    report(loc, "error", fmt, ap);
+    va_end(ap);
+    nerrors++;
+}
+
+void diag_note(Loc loc, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    report(loc, "note", fmt, ap);
+    va_end(ap);
+}
+
+int diag_count(void) { return nerrors; }
+
+void ir_bug(const char *file, int line, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    fprintf(stderr, "%s:%d: internal compiler error: ", file, line);
+    vfprintf(stderr, fmt, ap);
+    fputc('\n', stderr);
+    va_end(ap);
+    abort();
+}
+
+void *xmalloc(size_t n)
+{
+    void *p = malloc(n ? n : 1);
+    if (!p)
+        IR_BUG("out of memory (%zu bytes)", n);
+    return p;
+}
+
+void *xcalloc(size_t n, size_t size)
+{
+    void *p = calloc(n ? n : 1, size ? size : 1);
+    if (!p)
+        IR_BUG("out of memory (%zu x %zu bytes)", n, size);
+    return p;
+}
+
+void *xrealloc(void *p, size_t n)
+{
+    p = realloc(p, n ? n : 1);
+    if (!p)
+        IR_BUG("out of memory (%zu bytes)", n);
+    return p;
+}
+
+char *xstrdup(const char *s)
+{
+    size_t n = strlen(s) + 1;
+    return memcpy(xmalloc(n), s, n);
+}
+
+char *xasprintf(const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(NULL, 0, fmt, ap);
+    va_end(ap);
+    char *s = xmalloc((size_t)n + 1);
+    va_start(ap, fmt);
+    vsnprintf(s, (size_t)n + 1, fmt, ap);
+    va_end(ap);
+    return s;
+}

@@ -1,0 +1,157 @@
+/* graph.c — building the IR graph: tensors, ops, producer/consumer links. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "ir.h"
+
+static const char *const dtype_names[] = {"f32", "bf16", "i32"};
+static const size_t dtype_sizes[] = {4, 2, 4};
+static const char *const kind_names[] = {"param", "grad", "optstate", "activation",
+                                         "actgrad", "input", "workspace", "comm"};
+static const char *const region_names[] = {"params", "grads", "optstate", "arena"};
+static const char *const phase_names[] = {"fwd", "bwd", "opt", "recompute", "comm"};
+
+const char *dtype_name(DType d) { return dtype_names[d]; }
+size_t dtype_size(DType d) { return dtype_sizes[d]; }
+const char *tensor_kind_name(TensorKind k) { return kind_names[k]; }
+const char *region_name(Region r) { return region_names[r]; }
+const char *phase_name(Phase p) { return phase_names[p]; }
+
+Graph *graph_new(const char *file)
+{
+    Graph *g = xcalloc(1, sizeof *g);
+    g->file = file;
+    g->config = "";
+    g->loss = -1;
+    g->lr = 3e-4;
+    g->beta1 = 0.9;
+    g->beta2 = 0.999;
+    g->eps = 1e-8;
+    g->weight_decay = 0.0;
+    g->schedule_name = "";
+    return g;
+}
+
+void graph_free(Graph *g)
+{
+    if (!g)
+        return;
+    for (int i = 0; i < g->nt; i++) {
+        free(g->t[i].name);
+        free(g->t[i].consumers);
+    }
+    for (int i = 0; i < g->nops; i++)
+        free(g->ops[i].name);
+    for (int i = 0; i < g->ndims; i++)
+        free(g->dims[i].name);
+    free(g->dims);
+    free(g->t);
+    free(g->ops);
+    free(g->params);
+    free(g->inputs);
+    free(g->sched);
+    free(g);
+}
+
+int graph_add_tensor(Graph *g, const char *name, DType dt, int rank, const long *shape,
+                     TensorKind kind, Loc loc)
+{
+    if (rank < 0 || rank > IR_MAXRANK)
+        IR_BUG("tensor %s: rank %d", name, rank);
+    if (g->nt == g->capt) {
+        g->capt = g->capt ? 2 * g->capt : 256;
+        g->t = xrealloc(g->t, (size_t)g->capt * sizeof *g->t);
+    }
+    Tensor *t = &g->t[g->nt];
+    memset(t, 0, sizeof *t);
+    t->id = g->nt;
+    t->name = xstrdup(name);
+    t->dtype = dt;
+    t->rank = rank;
+    t->numel = 1;
+    for (int i = 0; i < rank; i++) {
+        t->shape[i] = shape[i];
+        t->numel *= shape[i];
+    }
+    t->bytes = (size_t)t->numel * dtype_size(dt);
+    t->kind = kind;
+    t->region = kind == TK_PARAM ? RG_PARAMS : kind == TK_GRAD ? RG_GRADS
+              : kind == TK_OPTSTATE ? RG_OPTSTATE : RG_ARENA;
+    t->loc = loc;
+    t->producer = -1;
+    t->view_of = -1;
+    t->grad = t->opt_m = t->opt_v = -1;
+    t->decay = 1;
+    t->first = t->last = -1;
+    t->inplace_of = -1;
+    return g->nt++;
+}
+
+static void add_consumer(Tensor *t, int op)
+{
+    t->consumers = xrealloc(t->consumers, (size_t)(t->nconsumers + 1) * sizeof(int));
+    t->consumers[t->nconsumers++] = op;
+}
+
+int graph_add_op(Graph *g, OpKind kind, const char *name, const int *in, int nin,
+                 const int *out, int nout, Loc loc)
+{
+    if (nin > IR_MAXIO || nout > IR_MAXIO)
+        IR_BUG("op %s: %d inputs, %d outputs", name, nin, nout);
+    if (g->nops == g->capops) {
+        g->capops = g->capops ? 2 * g->capops : 256;
+        g->ops = xrealloc(g->ops, (size_t)g->capops * sizeof *g->ops);
+    }
+    Op *op = &g->ops[g->nops];
+    memset(op, 0, sizeof *op);
+    op->id = g->nops;
+    op->kind = kind;
+    op->name = xstrdup(name);
+    op->nin = nin;
+    op->nout = nout;
+    for (int i = 0; i < nin; i++) {
+        op->in[i] = in[i];
+        add_consumer(&g->t[in[i]], op->id);
+    }
+    for (int i = 0; i < nout; i++) {
+        op->out[i] = out[i];
+        if (g->t[out[i]].producer < 0)   /* accumulating ops write again later */
+            g->t[out[i]].producer = op->id;
+    }
+    op->layer = -1;
+    op->step = -1;
+    op->loc = loc;
+    return g->nops++;
+}
+
+void graph_relink(Graph *g)
+{
+    for (int i = 0; i < g->nt; i++) {
+        free(g->t[i].consumers);
+        g->t[i].consumers = NULL;
+        g->t[i].nconsumers = 0;
+    }
+    for (int o = 0; o < g->nops; o++)
+        for (int i = 0; i < g->ops[o].nin; i++)
+            add_consumer(&g->t[g->ops[o].in[i]], o);
+}
+
+int graph_root(const Graph *g, int t, size_t *offset)
+{
+    size_t off = 0;
+    while (g->t[t].view_of >= 0) {
+        off += g->t[t].view_offset;
+        t = g->t[t].view_of;
+    }
+    if (offset)
+        *offset = off;
+    return t;
+}
+
+long graph_dim(const Graph *g, const char *name)
+{
+    for (int i = 0; i < g->ndims; i++)
+        if (strcmp(g->dims[i].name, name) == 0)
+            return g->dims[i].value;
+    return -1;
+}

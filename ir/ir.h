@@ -1,0 +1,211 @@
+/* ir.h — the graph IR, the op table and the diagnostics every stage shares.
+ *
+ * Sections by file:
+ *   diag.c    located errors (file:line:col: error: …, source line, caret)
+ *   graph.c   Graph construction: tensors, ops, names, views
+ *   ops.c     the op table (from ops.def): shape rules, FLOPs, bytes moved
+ *   build.c   AST -> IR: dims, configs, loops unrolled, shape inference
+ *   verify.c  IR verifier (internal consistency; aborts with file:line)
+ *   print.c   --emit ir and --emit summary
+ */
+#ifndef GC_IR_H
+#define GC_IR_H
+
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+
+#define IR_MAXRANK 8
+#define IR_MAXIO 8
+
+/* ---------------------------------------------------------------- diag.c */
+
+typedef struct Loc {
+    const char *file; /* interned, lives as long as the process */
+    int line, col;    /* 1-based; line 0 = no location */
+} Loc;
+
+/* Registers a source buffer so errors can print the offending line. */
+void diag_add_source(const char *file, const char *text, size_t len);
+/* Prints "file:line:col: error: msg", the source line and a caret to stderr
+ * and counts the error. Without a location it prints "gcompile: error: msg". */
+void diag_error(Loc loc, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+void diag_note(Loc loc, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+int diag_count(void);
+/* Internal compiler error: prints file:line and aborts. */
+#define IR_BUG(...) ir_bug(__FILE__, __LINE__, __VA_ARGS__)
+void ir_bug(const char *file, int line, const char *fmt, ...)
+    __attribute__((noreturn, format(printf, 3, 4)));
+/* Allocation that never returns NULL (aborts on exhaustion). */
+void *xmalloc(size_t n);
+void *xcalloc(size_t n, size_t size);
+void *xrealloc(void *p, size_t n);
+char *xstrdup(const char *s);
+char *xasprintf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+/* ---------------------------------------------------------------- ops.c (ops.def) */
+
+typedef enum OpKind {
+#define OP(E, name, nin, nout, attrs, cls) OP_##E,
+#include "ops.def"
+#undef OP
+    OP_COUNT
+} OpKind;
+#define OP_FIRST_INTERNAL OP_EMBEDDING_BWD
+
+typedef enum OpClass { OPC_EW, OPC_VIEW, OPC_KERNEL } OpClass;
+
+typedef struct OpInfo {
+    const char *name;
+    int nin, nout;      /* nout -1: given by the `parts` attribute */
+    const char *attrs;  /* "ta,tb", "[shape", … */
+    OpClass cls;
+} OpInfo;
+extern const OpInfo op_info[OP_COUNT];
+
+/* Op kind by DSL name; -1 when unknown or internal. */
+int op_lookup(const char *name);
+
+/* ---------------------------------------------------------------- graph.c */
+
+typedef enum DType { DT_F32, DT_BF16, DT_I32 } DType;
+typedef enum TensorKind {
+    TK_PARAM, TK_GRAD, TK_OPTSTATE, TK_ACTIVATION, TK_ACTGRAD, TK_INPUT,
+    TK_WORKSPACE, TK_COMM
+} TensorKind;
+typedef enum Region { RG_PARAMS, RG_GRADS, RG_OPTSTATE, RG_ARENA, RG_COUNT } Region;
+typedef enum Phase { PH_FWD, PH_BWD, PH_OPT, PH_RECOMPUTE, PH_COMM } Phase;
+typedef enum InitKind { INIT_NONE, INIT_ZEROS, INIT_ONES, INIT_NORMAL } InitKind;
+
+const char *dtype_name(DType);
+size_t dtype_size(DType);
+const char *tensor_kind_name(TensorKind);
+const char *region_name(Region);
+const char *phase_name(Phase);
+
+typedef struct Tensor {
+    int id;
+    char *name;             /* "h0.qkv", "d.h0.qkv", "m.wte" */
+    DType dtype;
+    int rank;
+    long shape[IR_MAXRANK];
+    long numel;
+    size_t bytes;
+    TensorKind kind;
+    Region region;
+    Loc loc;
+    int producer;           /* op id, -1 for params/inputs/optstate */
+    int *consumers, nconsumers;
+    /* views: storage is view_of's, starting view_offset bytes in */
+    int view_of;            /* tensor id or -1 */
+    size_t view_offset;
+    /* parameters */
+    InitKind init;
+    double init_std;
+    int decay;
+    int grad;               /* id of this tensor's gradient, -1 if none */
+    int opt_m, opt_v;       /* AdamW moments of a parameter, -1 if none */
+    /* memory plan (filled by passes/liveness.c and passes/memplan.c) */
+    int first, last;        /* inclusive schedule steps; -1 when unused */
+    size_t offset;          /* bytes from the start of `region` */
+    int inplace_of;         /* tensor id or -1 */
+} Tensor;
+
+typedef struct Op {
+    int id;
+    OpKind kind;
+    char *name;             /* "h0.qkv", "bwd.h0.qkv" */
+    int in[IR_MAXIO], nin;
+    int out[IR_MAXIO], nout;
+    double attr[4];         /* scalar attributes in ops.def order */
+    long list[IR_MAXRANK];  /* the list attribute ([shape] / [perm]) */
+    int nlist;
+    int acc;                /* bit i: output i accumulates (+=) */
+    Phase phase;
+    int layer;              /* loop iteration that produced it, -1 outside */
+    int step;               /* position in the schedule, -1 if unscheduled */
+    Loc loc;
+} Op;
+
+typedef struct Dim {
+    char *name;
+    long value;
+    Loc loc;
+} Dim;
+
+typedef struct Graph {
+    const char *file;       /* source .graph */
+    const char *config;     /* selected config or "" */
+    Dim *dims; int ndims;
+    Tensor *t; int nt, capt;
+    Op *ops; int nops, capops;
+    int *params; int nparams;   /* tensor ids, declaration order */
+    int *inputs; int ninputs;   /* tensor ids, declaration order */
+    int loss;                   /* tensor id of the minimised scalar, -1 */
+    /* optimizer (AdamW) */
+    double lr, beta1, beta2, eps, weight_decay;
+    /* schedule: op ids in execution order (filled by passes/schedule.c) */
+    int *sched; int nsched;
+    /* plan results (passes/memplan.c) */
+    size_t region_bytes[RG_COUNT];
+    size_t region_lower_bound[RG_COUNT];
+    int no_reuse;               /* --no-reuse: every tensor its own storage */
+    const char *schedule_name;  /* which schedule was used, for the plan */
+} Graph;
+
+Graph *graph_new(const char *file);
+void graph_free(Graph *g);
+/* Adds a tensor; computes numel and bytes; returns its id. */
+int graph_add_tensor(Graph *g, const char *name, DType dt, int rank, const long *shape,
+                     TensorKind kind, Loc loc);
+/* Adds an op with the given inputs and outputs; records producer/consumer
+ * links; returns its id. */
+int graph_add_op(Graph *g, OpKind kind, const char *name, const int *in, int nin,
+                 const int *out, int nout, Loc loc);
+/* Storage root of a tensor (follows view_of) and its byte offset in it. */
+int graph_root(const Graph *g, int t, size_t *offset);
+long graph_dim(const Graph *g, const char *name);   /* -1 when absent */
+/* Rebuilds every tensor's consumer list from the ops. */
+void graph_relink(Graph *g);
+
+/* ---------------------------------------------------------------- ops.c */
+
+/* Shape rule: fills the output shapes of op (its inputs must exist). On a
+ * user error writes a message into err (no location) and returns -1. */
+int op_infer(Graph *g, Op *op, int *nout, int rank[], long shape[][IR_MAXRANK],
+             DType dt[], char *err, size_t errlen);
+/* Floating-point operations of one execution of op. */
+double op_flops(const Graph *g, const Op *op);
+/* Bytes read plus written by op (its inputs and outputs, views excluded). */
+double op_bytes(const Graph *g, const Op *op);
+/* 1 when output 0 of op may take the storage of input i (the kernel is
+ * written to allow out == in[i]); never for accumulating outputs. */
+int op_inplace_ok(const Graph *g, const Op *op, int i);
+/* GEMM geometry of a matmul: a [.., M, K] (or [.., K, M] when ta) times b. */
+void op_matmul_geom(const Graph *g, const Op *op, long *batch, long *M, long *N, long *K);
+
+/* ---------------------------------------------------------------- build.c */
+
+struct Ast;
+typedef struct Define { const char *name; const char *value; } Define;
+typedef struct BuildOptions {
+    const char *config;         /* NULL: the graph's defaults */
+    const Define *defines; int ndefines;
+} BuildOptions;
+/* Builds the forward graph; NULL after reporting located errors. */
+Graph *ir_build(struct Ast *ast, const BuildOptions *opt);
+
+/* ---------------------------------------------------------------- verify.c */
+
+/* Checks internal consistency (links, shapes, views, schedule, plan fields
+ * when present); aborts via IR_BUG on a violation. */
+void ir_verify(const Graph *g);
+
+/* ---------------------------------------------------------------- print.c */
+
+void ir_print(FILE *f, const Graph *g);
+void ir_print_summary(FILE *f, const Graph *g);
+double graph_param_count(const Graph *g);
+double graph_forward_flops(const Graph *g);
+
+#endif

@@ -1,0 +1,59 @@
+/* passes.h — the passes between the forward IR and code generation.
+ *
+ * One pass per file, one exported entry each. Analyses are named for what
+ * they fill (fill_liveness) and never change the graph; transformations are
+ * verbs (pass_autodiff). The driver (driver/main.c) calls them in order.
+ *
+ * Conventions the passes share:
+ *  - A tensor whose op has bit i of `acc` set for it is accumulated into, not
+ *    overwritten: several ops write it; its `producer` is the first writer.
+ *  - Views (view_of >= 0) own no storage; they live at their root's offset
+ *    plus view_offset. Liveness folds a view's uses into its root.
+ *  - adamw updates its inputs p, m, v in place (no outputs).
+ */
+#ifndef GC_PASSES_H
+#define GC_PASSES_H
+
+#include <stddef.h>
+#include "ir.h"
+
+/* ---------------------------------------------------------------- autodiff.c */
+/* Appends the backward ops of g->loss (phase bwd) and one AdamW op per
+ * parameter (phase opt); creates gradient (grads region) and moment
+ * (optstate region) tensors. Exits with a located error when the graph has
+ * no `minimize` statement. */
+void pass_autodiff(Graph *g);
+
+/* ---------------------------------------------------------------- schedule.c */
+typedef enum ScheduleKind {
+    SCHED_PLAIN,      /* forward, backward, then every optimizer op */
+    SCHED_FUSED_OPT   /* each parameter's update right after its last gradient write */
+} ScheduleKind;
+/* Fills g->sched / g->nsched and every op's step. */
+void pass_schedule(Graph *g, ScheduleKind kind);
+
+/* ---------------------------------------------------------------- liveness.c */
+/* Fills first/last (inclusive schedule steps) of every tensor. Inputs are
+ * live from step 0; the loss until the last step; persistent regions
+ * (params, grads, optstate) for the whole schedule. A root's interval covers
+ * the uses of all of its views; a view's own interval covers its own uses. */
+void fill_liveness(Graph *g);
+
+/* ---------------------------------------------------------------- memplan.c */
+/* Assigns region and offset to every tensor and fills g->region_bytes and
+ * g->region_lower_bound. Persistent regions are packed in declaration order
+ * (params exactly as an llm.c checkpoint). Arena: 256-byte aligned offsets,
+ * in-place reuse where legal, the best of several heuristics; with
+ * g->no_reuse every arena tensor gets its own storage. Needs fill_liveness. */
+void pass_memplan(Graph *g);
+
+/* ---------------------------------------------------------------- plancheck.c */
+/* Independent checker of a finished plan (shares no code with memplan.c):
+ * no two simultaneously live tensors of a region overlap unless one is
+ * inplace_of the other with parent.last == child.first; views lie inside
+ * their roots; every tensor lies inside its region; recomputes each
+ * region's lower bound and compares it with g->region_lower_bound. Returns
+ * 0 when the plan is sound, else -1 with a one-line reason in err. */
+int plan_check(const Graph *g, char *err, size_t errlen);
+
+#endif

@@ -1,0 +1,176 @@
+/* gc_runtime.h — the runtime shipped into every program gcompile emits.
+ *
+ * One header, sectioned by file. The emitted training step (train.c or
+ * train.cu) calls the kernels below in schedule order on pointers of the form
+ * region base + planned offset; gc_main() (train_main.c) owns everything
+ * around the step: flags, regions, data, checkpoints, logging, sampling.
+ *
+ * Kernel conventions (llm.c style): outputs first, then const inputs, then
+ * sizes, then flags. `acc` is a bit mask, bit i set = output i is accumulated
+ * into (+=) instead of overwritten (=). All tensors are contiguous row-major.
+ * The CPU kernels (kernels_cpu.c) and the CUDA kernels (kernels_cuda.cu) have
+ * the same names and signatures; the CUDA ones take device pointers and run on
+ * the runtime's current stream.
+ *
+ * gc_real is float in every shipped program. Tests build kernels_cpu.c a
+ * second time with -DGC_REAL=double to check backward kernels against finite
+ * differences in double precision.
+ */
+#ifndef GC_RUNTIME_H
+#define GC_RUNTIME_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifndef GC_REAL
+#define GC_REAL float
+#endif
+typedef GC_REAL gc_real;
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ---------------------------------------------------------------- kernels_cpu.c / kernels_cuda.cu */
+
+/* c[b] (+)= op(a[b]) @ op(b[b]) for b in [0,batch). op(a) is MxK (stored KxM
+ * when ta), op(b) is KxN (stored NxK when tb), c is MxN; batch strides are
+ * M*K, K*N and M*N elements. acc bit 0: c += instead of c =. */
+void gc_matmul(gc_real *c, const gc_real *a, const gc_real *b, long batch,
+               long M, long N, long K, int ta, int tb, int acc);
+
+/* out[c] (+)= sum_r in[r*cols + c]: the gradient of a broadcast add. */
+void gc_reduce_rows(gc_real *out, const gc_real *in, long rows, long cols, int acc);
+
+/* out[i,:] = table[idx[i],:] for i in [0,n); table has `rows` rows of C. An
+ * index outside [0,rows) is a runtime error (message, exit 1). */
+void gc_embedding_fwd(gc_real *out, const int32_t *idx, const gc_real *table,
+                      long n, long rows, long C);
+/* dtable[idx[i],:] += dout[i,:]; when acc bit 0 is clear, dtable (rows x C) is
+ * zeroed first. Deterministic (no atomics, fixed summation order). */
+void gc_embedding_bwd(gc_real *dtable, const gc_real *dout, const int32_t *idx,
+                      long n, long rows, long C, int acc);
+
+/* Row-wise layernorm over the last dim C of N rows; mean and rstd (N each)
+ * are saved for the backward. */
+void gc_layernorm_fwd(gc_real *out, gc_real *mean, gc_real *rstd,
+                      const gc_real *x, const gc_real *w, const gc_real *b,
+                      long N, long C, float eps);
+/* Outputs dx (bit 0), dw (bit 1), db (bit 2); any of the three may be NULL
+ * (not needed). dw/db sums run in a fixed order (deterministic). */
+void gc_layernorm_bwd(gc_real *dx, gc_real *dw, gc_real *db, const gc_real *dout,
+                      const gc_real *x, const gc_real *w, const gc_real *mean,
+                      const gc_real *rstd, long N, long C, int acc);
+
+/* out = in with its axes permuted: out.shape[i] = shape[perm[i]].
+ * rank <= 8. Its gradient is gc_permute with the inverse permutation. */
+void gc_permute(gc_real *out, const gc_real *in, int rank, const long *shape,
+                const int *perm, int acc);
+
+/* Softmax over the last dim (cols) of `rows` rows. -INFINITY inputs give 0. */
+void gc_softmax_fwd(gc_real *out, const gc_real *in, long rows, long cols);
+/* dx (+)= y * (dy - sum(dy * y)) row-wise. */
+void gc_softmax_bwd(gc_real *dx, const gc_real *dy, const gc_real *y,
+                    long rows, long cols, int acc);
+
+/* in is batch x T x T; out[b,i,j] = in[b,i,j] for j <= i, -INFINITY above the
+ * diagonal. out may equal in (in place). */
+void gc_causal_mask_fwd(gc_real *out, const gc_real *in, long batch, long T);
+/* dx[b,i,j] (+)= dy[b,i,j] for j <= i, (+)0 above the diagonal. */
+void gc_causal_mask_bwd(gc_real *dx, const gc_real *dy, long batch, long T, int acc);
+
+/* loss[0] = mean over n rows of (logsumexp(logits[r,0:V]) - logits[r,targets[r]]),
+ * logits rows have Vp >= V columns; columns V..Vp-1 are ignored (padding).
+ * A target outside [0,V) is a runtime error. */
+void gc_crossentropy_fwd(gc_real *loss, const gc_real *logits,
+                         const int32_t *targets, long n, long Vp, long V);
+/* dlogits[r,c] (+)= dloss[0] * (softmax(logits[r,0:V])[c] - (c == targets[r])) / n
+ * for c < V, and (+)0 for V <= c < Vp. */
+void gc_crossentropy_bwd(gc_real *dlogits, const gc_real *dloss, const gc_real *logits,
+                         const int32_t *targets, long n, long Vp, long V, int acc);
+
+/* x[0..n) = value. */
+void gc_fill(gc_real *x, long n, float value);
+
+/* AdamW exactly as llm.c: m = b1 m + (1-b1) g; v = b2 v + (1-b2) g²;
+ * m̂ = m/(1-b1^t); v̂ = v/(1-b2^t); p -= lr (m̂/(√v̂+eps) + wd p). t >= 1. */
+void gc_adamw(float *p, const float *g, float *m, float *v, long n, float lr,
+              float beta1, float beta2, float eps, float wd, int t);
+
+/* Fill `bytes` bytes at p with quiet NaNs (debug builds: end of a lifetime). */
+void gc_poison(void *p, size_t bytes);
+
+/* ---------------------------------------------------------------- device_cpu.c / device_cuda.cu */
+/* The target's memory, seen by train_main.c. On the CPU these are malloc and
+ * memcpy; on CUDA cudaMalloc/cudaMemcpy with every call checked (file:line). */
+
+/* 0 when usable; else writes a one-line reason ("no CUDA device") to err. */
+int gc_device_init(char *err, size_t errlen);
+const char *gc_device_name(void);
+size_t gc_device_free_bytes(void);      /* CPU: 0 (unknown) */
+double gc_device_peak_flops(int bf16);  /* for MFU; 0 when unknown */
+void *gc_device_alloc(size_t bytes);    /* zero-filled; exits 1 with a message on failure */
+void gc_device_free(void *p);
+void gc_device_upload(void *dst, const void *src, size_t bytes);
+void gc_device_download(void *dst, const void *src, size_t bytes);
+void gc_device_sync(void);
+
+/* ---------------------------------------------------------------- train_main.c: the program */
+
+enum { GC_INIT_ZEROS, GC_INIT_ONES, GC_INIT_NORMAL };
+enum { GC_PHASE_FWD = 1, GC_PHASE_BWD = 2, GC_PHASE_OPT = 4 };
+enum { GC_REGION_PARAMS, GC_REGION_GRADS, GC_REGION_OPTSTATE, GC_REGION_ARENA, GC_NREGIONS };
+
+/* One parameter of the graph, in declaration order. Parameters are packed
+ * without padding in the params region (llm.c's layout), so `offset` (in
+ * elements) is also the parameter's place in an llm.c checkpoint. */
+typedef struct {
+    const char *name;
+    long offset, numel;
+    int rank;
+    long shape[8];
+    int init;      /* GC_INIT_* */
+    float std;     /* GC_INIT_NORMAL */
+    int decay;     /* 1: weight decay applies */
+} gc_param_info;
+
+/* What a run of the step sees. gc_main fills it; the emitted step reads it. */
+typedef struct gc_ctx {
+    char *region[GC_NREGIONS];   /* base pointers (device pointers on CUDA) */
+    float lr, beta1, beta2, eps, weight_decay;
+    int t;                       /* optimizer step, 1-based */
+    void *user;                  /* target-specific (CUDA stream, handles) */
+} gc_ctx;
+
+/* Everything gc_main needs to know about the compiled graph; emitted as one
+ * static const object by the code generator. */
+typedef struct gc_program {
+    const char *graph_file;       /* the .graph it was compiled from */
+    const char *config;           /* config name or "" */
+    const char *target;           /* "cpu" or "cuda" */
+    const char *plan_summary;     /* one line: regions and peak bytes */
+    /* dims the runtime needs (0 when the graph has no such dim) */
+    long B, T, maxT, V, Vp, L, NH, C;
+    int nparams;
+    const gc_param_info *params;
+    long nparam_elems;            /* total elements in the params region */
+    size_t region_bytes[GC_NREGIONS];
+    /* byte offsets in the arena of the step's inputs and outputs */
+    size_t tokens_off, targets_off, loss_off, logits_off;
+    long logits_cols;             /* Vp: row length of the logits tensor */
+    double flops_per_step;        /* forward + backward + optimizer */
+    /* optimizer defaults from the graph's `optimizer` statement */
+    float lr, beta1, beta2, eps, weight_decay;
+    /* runs the ops of the given phases (GC_PHASE_* mask) in schedule order */
+    void (*run)(gc_ctx *ctx, int phases);
+} gc_program;
+
+/* The emitted program's main(): parses flags (--help lists them), allocates
+ * one buffer per region of exactly the planned size, initialises or loads
+ * parameters, and trains. Returns the process exit status. */
+int gc_main(int argc, char **argv, const gc_program *prog);
+
+#ifdef __cplusplus
+}
+#endif
+#endif
