@@ -37,6 +37,25 @@ void emit_plan_svg(FILE *f, const Graph *g, const EmitOptions *opt);
  * both C and CUDA: inputs are named x0, x1 (already loaded as float), the
  * broadcast operand of add is indexed by the caller. NULL for non-EW ops. */
 const char *ew_expr(const Op *op);
+/* Helper functions the expressions call; the wrapper defines GC_EWFN first. */
+const char *ew_preamble(void);
+
+/* ---------------------------------------------------------------- emit_common.c */
+/* Shared by both emitters. A tensor as a typed pointer expression:
+ * "((float *)(ctx->region[3] + 1024))". */
+void emit_tensor_ptr(FILE *f, const Graph *g, int t);
+/* The runtime call of a KERNEL op: "gc_matmul(..., acc);" (no indentation). */
+void emit_kernel_call(FILE *f, const Graph *g, const Op *op);
+/* Name of the generated function of an EW op ("ew_add_b_acc"): one per
+ * (op kind, broadcast, accumulate) combination. */
+const char *ew_name(char *buf, size_t n, const Graph *g, const Op *op);
+/* Whether input 1 of an EW op is broadcast (fewer elements than the output). */
+int ew_broadcast(const Graph *g, const Op *op);
+/* The parameter table and the static const gc_program PROG (needs a
+ * function `run` declared before). */
+void emit_program_struct(FILE *f, const Graph *g, const EmitOptions *opt);
+/* NaN-poison calls for the roots whose lifetime ends at `step`. */
+void emit_poison(FILE *f, const Graph *g, int step, const char *indent);
 
 /* ---------------------------------------------------------------- emit_c.c */
 void emit_c(FILE *f, const Graph *g, const EmitOptions *opt);

@@ -58,6 +58,9 @@ int graph_add_tensor(Graph *g, const char *name, DType dt, int rank, const long 
 {
     if (rank < 0 || rank > IR_MAXRANK)
         IR_BUG("tensor %s: rank %d", name, rank);
+    long dims[IR_MAXRANK];       /* shape may point into g->t, which may move */
+    memcpy(dims, shape, sizeof(long) * (size_t)rank);
+    shape = dims;
     if (g->nt == g->capt) {
         g->capt = g->capt ? 2 * g->capt : 256;
         g->t = xrealloc(g->t, (size_t)g->capt * sizeof *g->t);

@@ -14,6 +14,7 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdio.h>
+#include <stdlib.h>
 
 #define IR_MAXRANK 8
 #define IR_MAXIO 8
@@ -174,6 +175,8 @@ void graph_relink(Graph *g);
  * user error writes a message into err (no location) and returns -1. */
 int op_infer(Graph *g, Op *op, int *nout, int rank[], long shape[][IR_MAXRANK],
              DType dt[], char *err, size_t errlen);
+/* Sets view_of/view_offset of the outputs of a VIEW op. */
+void op_make_views(Graph *g, const Op *op);
 /* Floating-point operations of one execution of op. */
 double op_flops(const Graph *g, const Op *op);
 /* Bytes read plus written by op (its inputs and outputs, views excluded). */

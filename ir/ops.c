@@ -38,3 +38,306 @@ int op_inplace_ok(const Graph *g, const Op *op, int i)
         return op_info[op->kind].cls == OPC_EW;
     }
 }
+
+/* ---- shape rules ------------------------------------------------------- */
+
+/* "[4,64,768]" into buf */
+static const char *shape_str(char *buf, size_t n, int rank, const long *shape)
+{
+    size_t k = (size_t)snprintf(buf, n, "[");
+    for (int i = 0; i < rank && k < n; i++)
+        k += (size_t)snprintf(buf + k, n - k, "%s%ld", i ? "," : "", shape[i]);
+    if (k < n)
+        snprintf(buf + k, n - k, "]");
+    return buf;
+}
+
+#define FAIL(...) do { snprintf(err, errlen, __VA_ARGS__); return -1; } while (0)
+#define T(i) (&g->t[op->in[i]])
+
+static void set_out(int *rank, long *shape, int r, const long *s)
+{
+    *rank = r;
+    for (int i = 0; i < r; i++)
+        shape[i] = s[i];
+}
+
+void op_matmul_geom(const Graph *g, const Op *op, long *batch, long *M, long *N, long *K)
+{
+    const Tensor *a = T(0), *b = T(1);
+    int ta = (int)op->attr[0], tb = (int)op->attr[1];
+    if (b->rank == 2 && !ta) {
+        *batch = 1;
+        *K = a->shape[a->rank - 1];
+        *M = a->numel / (*K ? *K : 1);
+    } else {
+        *batch = 1;
+        for (int i = 0; i < a->rank - 2; i++)
+            *batch *= a->shape[i];
+        *M = ta ? a->shape[a->rank - 1] : a->shape[a->rank - 2];
+        *K = ta ? a->shape[a->rank - 2] : a->shape[a->rank - 1];
+    }
+    *N = tb ? b->shape[b->rank - 2] : b->shape[b->rank - 1];
+}
+
+static int infer_matmul(Graph *g, Op *op, int *rank, long *shape, char *err, size_t errlen)
+{
+    const Tensor *a = T(0), *b = T(1);
+    char sa[96], sb[96];
+    int ta = (int)op->attr[0], tb = (int)op->attr[1];
+    if ((ta != 0 && ta != 1) || (tb != 0 && tb != 1))
+        FAIL("matmul: ta and tb must be 0 or 1");
+    if (a->rank < 1 || b->rank < 2)
+        FAIL("matmul: operands must have rank >= 1 and >= 2, got %s and %s",
+             shape_str(sa, sizeof sa, a->rank, a->shape), shape_str(sb, sizeof sb, b->rank, b->shape));
+    if (a->dtype == DT_I32 || b->dtype == DT_I32)
+        FAIL("matmul: operands must be floating point");
+    long kb = tb ? b->shape[b->rank - 1] : b->shape[b->rank - 2];
+    if (b->rank == 2 && !ta) {
+        if (a->shape[a->rank - 1] != kb)
+            FAIL("matmul inner dimensions differ: %s has %ld columns, %s%s has %ld rows",
+                 shape_str(sa, sizeof sa, a->rank, a->shape), a->shape[a->rank - 1],
+                 shape_str(sb, sizeof sb, b->rank, b->shape), tb ? " transposed (tb=1)" : "", kb);
+        set_out(rank, shape, a->rank, a->shape);
+        shape[a->rank - 1] = tb ? b->shape[0] : b->shape[1];
+        return 0;
+    }
+    if (a->rank != b->rank)
+        FAIL("matmul: batched operands need equal ranks, got %s and %s",
+             shape_str(sa, sizeof sa, a->rank, a->shape), shape_str(sb, sizeof sb, b->rank, b->shape));
+    for (int i = 0; i < a->rank - 2; i++)
+        if (a->shape[i] != b->shape[i])
+            FAIL("matmul: batch dimensions differ: %s and %s",
+                 shape_str(sa, sizeof sa, a->rank, a->shape), shape_str(sb, sizeof sb, b->rank, b->shape));
+    long ka = ta ? a->shape[a->rank - 2] : a->shape[a->rank - 1];
+    if (ka != kb)
+        FAIL("matmul inner dimensions differ: %s%s gives K = %ld, %s%s gives K = %ld",
+             shape_str(sa, sizeof sa, a->rank, a->shape), ta ? " (ta=1)" : "", ka,
+             shape_str(sb, sizeof sb, b->rank, b->shape), tb ? " (tb=1)" : "", kb);
+    set_out(rank, shape, a->rank, a->shape);
+    shape[a->rank - 2] = ta ? a->shape[a->rank - 1] : a->shape[a->rank - 2];
+    shape[a->rank - 1] = tb ? b->shape[b->rank - 2] : b->shape[b->rank - 1];
+    return 0;
+}
+
+/* 1 when shape b equals the trailing dims of shape a */
+static int is_suffix(const Tensor *a, const Tensor *b)
+{
+    if (b->rank > a->rank)
+        return 0;
+    for (int i = 0; i < b->rank; i++)
+        if (b->shape[b->rank - 1 - i] != a->shape[a->rank - 1 - i])
+            return 0;
+    return 1;
+}
+
+int op_infer(Graph *g, Op *op, int *nout, int rank[], long shape[][IR_MAXRANK], DType dt[],
+             char *err, size_t errlen)
+{
+    const char *name = op_info[op->kind].name;
+    char s0[96], s1[96];
+    *nout = op_info[op->kind].nout;
+    for (int i = 0; i < IR_MAXIO; i++)
+        dt[i] = DT_F32;
+    for (int i = 0; i < op->nin; i++)
+        if (T(i)->dtype == DT_I32 && !(i == 1 && (op->kind == OP_EMBEDDING || op->kind == OP_CROSS_ENTROPY)))
+            FAIL("%s: input %d must be floating point, got i32", name, i + 1);
+    const Tensor *x = op->nin ? T(0) : NULL;
+    switch (op->kind) {
+    case OP_EMBEDDING: {
+        const Tensor *idx = T(1);
+        if (x->rank != 2)
+            FAIL("embedding: the table must have rank 2, got %s", shape_str(s0, sizeof s0, x->rank, x->shape));
+        if (idx->dtype != DT_I32)
+            FAIL("embedding: indices must be i32");
+        if (idx->rank + 1 > IR_MAXRANK)
+            FAIL("embedding: indices have too many dimensions");
+        set_out(&rank[0], shape[0], idx->rank, idx->shape);
+        shape[0][rank[0]++] = x->shape[1];
+        return 0;
+    }
+    case OP_MATMUL:
+        return infer_matmul(g, op, &rank[0], shape[0], err, errlen);
+    case OP_ADD:
+        if (!is_suffix(x, T(1)))
+            FAIL("add: shapes %s and %s do not match (the smaller must equal the trailing dims of the larger)",
+                 shape_str(s0, sizeof s0, x->rank, x->shape), shape_str(s1, sizeof s1, T(1)->rank, T(1)->shape));
+        set_out(&rank[0], shape[0], x->rank, x->shape);
+        return 0;
+    case OP_SCALE: case OP_GELU: case OP_SOFTMAX: case OP_COPY:
+    case OP_SOFTMAX_BWD: case OP_GELU_BWD: case OP_CAUSAL_MASK_BWD:
+        if (x->rank < 1 && op->kind == OP_SOFTMAX)
+            FAIL("softmax: needs rank >= 1");
+        if (op->nin == 2 && (T(1)->numel != x->numel))
+            FAIL("%s: shapes %s and %s differ", name, shape_str(s0, sizeof s0, x->rank, x->shape),
+                 shape_str(s1, sizeof s1, T(1)->rank, T(1)->shape));
+        set_out(&rank[0], shape[0], x->rank, x->shape);
+        return 0;
+    case OP_CAUSAL_MASK:
+        if (x->rank < 2 || x->shape[x->rank - 1] != x->shape[x->rank - 2])
+            FAIL("causal_mask: needs [..., T, T], got %s", shape_str(s0, sizeof s0, x->rank, x->shape));
+        set_out(&rank[0], shape[0], x->rank, x->shape);
+        return 0;
+    case OP_LAYERNORM: {
+        if (x->rank < 1)
+            FAIL("layernorm: needs rank >= 1");
+        long C = x->shape[x->rank - 1];
+        for (int i = 1; i < 3; i++)
+            if (T(i)->rank != 1 || T(i)->shape[0] != C)
+                FAIL("layernorm: %s must have shape [%ld] to match %s, got %s", i == 1 ? "weight" : "bias",
+                     C, shape_str(s0, sizeof s0, x->rank, x->shape),
+                     shape_str(s1, sizeof s1, T(i)->rank, T(i)->shape));
+        if (!(op->attr[0] > 0))
+            FAIL("layernorm: eps must be positive");
+        set_out(&rank[0], shape[0], x->rank, x->shape);
+        long N = x->numel / (C ? C : 1);
+        set_out(&rank[1], shape[1], 1, &N);
+        set_out(&rank[2], shape[2], 1, &N);
+        return 0;
+    }
+    case OP_CROSS_ENTROPY: {
+        const Tensor *tg = T(1);
+        if (tg->dtype != DT_I32)
+            FAIL("cross_entropy: targets must be i32");
+        if (x->rank != tg->rank + 1)
+            FAIL("cross_entropy: logits %s must have one more dimension than targets %s",
+                 shape_str(s0, sizeof s0, x->rank, x->shape), shape_str(s1, sizeof s1, tg->rank, tg->shape));
+        for (int i = 0; i < tg->rank; i++)
+            if (x->shape[i] != tg->shape[i])
+                FAIL("cross_entropy: logits %s and targets %s differ in leading dimensions",
+                     shape_str(s0, sizeof s0, x->rank, x->shape), shape_str(s1, sizeof s1, tg->rank, tg->shape));
+        long n = (long)op->attr[0];
+        if (n < 1 || n > x->shape[x->rank - 1])
+            FAIL("cross_entropy: n = %ld must be in [1, %ld] (the logits' last dimension)", n, x->shape[x->rank - 1]);
+        rank[0] = 0;
+        return 0;
+    }
+    case OP_RESHAPE: {
+        long n = 1;
+        for (int i = 0; i < op->nlist; i++) {
+            if (op->list[i] < 1)
+                FAIL("reshape: dimension %d is %ld, must be positive", i, op->list[i]);
+            n *= op->list[i];
+        }
+        if (op->nlist < 1 || n != x->numel)
+            FAIL("reshape: %s has %ld elements, the new shape %s has %ld",
+                 shape_str(s0, sizeof s0, x->rank, x->shape), x->numel,
+                 shape_str(s1, sizeof s1, op->nlist, op->list), n);
+        set_out(&rank[0], shape[0], op->nlist, op->list);
+        return 0;
+    }
+    case OP_PERMUTE: {
+        int seen[IR_MAXRANK] = {0};
+        if (op->nlist != x->rank)
+            FAIL("permute: %d axes given for a tensor of rank %d", op->nlist, x->rank);
+        for (int i = 0; i < op->nlist; i++) {
+            if (op->list[i] < 0 || op->list[i] >= x->rank || seen[op->list[i]]++)
+                FAIL("permute: %s is not a permutation of 0..%d", shape_str(s0, sizeof s0, op->nlist, op->list),
+                     x->rank - 1);
+            shape[0][i] = x->shape[op->list[i]];
+        }
+        rank[0] = x->rank;
+        return 0;
+    }
+    case OP_SPLIT: {
+        long parts = (long)op->attr[0];
+        if (x->rank < 1 || parts < 1 || parts > IR_MAXIO || x->shape[0] % parts)
+            FAIL("split: cannot split %s into %ld parts along its first dimension (1..%d parts that divide it)",
+                 shape_str(s0, sizeof s0, x->rank, x->shape), parts, IR_MAXIO);
+        *nout = (int)parts;
+        for (int k = 0; k < parts; k++) {
+            if (x->shape[0] == parts) {
+                set_out(&rank[k], shape[k], x->rank - 1, x->shape + 1);
+            } else {
+                set_out(&rank[k], shape[k], x->rank, x->shape);
+                shape[k][0] = x->shape[0] / parts;
+            }
+            dt[k] = x->dtype;
+        }
+        return 0;
+    }
+    case OP_SLICE: {
+        long start = (long)op->attr[0], len = (long)op->attr[1];
+        if (x->rank < 1 || start < 0 || len < 1 || start + len > x->shape[0])
+            FAIL("slice: rows [%ld, %ld) are outside %s", start, start + len,
+                 shape_str(s0, sizeof s0, x->rank, x->shape));
+        set_out(&rank[0], shape[0], x->rank, x->shape);
+        shape[0][0] = len;
+        dt[0] = x->dtype;
+        return 0;
+    }
+    case OP_INDEX: {
+        long i = (long)op->attr[0];
+        if (x->rank < 1 || i < 0 || i >= x->shape[0])
+            FAIL("index %ld is outside [0, %ld)", i, x->rank ? x->shape[0] : 0);
+        set_out(&rank[0], shape[0], x->rank - 1, x->shape + 1);
+        dt[0] = x->dtype;
+        return 0;
+    }
+    default:
+        FAIL("%s: no shape rule (internal op)", name);
+    }
+}
+
+/* Sets view_of/view_offset of the outputs of a VIEW op. */
+void op_make_views(Graph *g, const Op *op)
+{
+    const Tensor *x = T(0);
+    size_t rowbytes = x->rank ? x->bytes / (size_t)x->shape[0] : x->bytes;
+    for (int k = 0; k < op->nout; k++) {
+        Tensor *o = &g->t[op->out[k]];
+        o->view_of = op->in[0];
+        o->kind = x->kind;            /* a layer slice of a parameter is a parameter view */
+        o->region = x->region;
+        switch (op->kind) {
+        case OP_RESHAPE: o->view_offset = 0; break;
+        case OP_SPLIT:   o->view_offset = (size_t)k * o->bytes; break;
+        case OP_SLICE:   o->view_offset = (size_t)op->attr[0] * rowbytes; break;
+        case OP_INDEX:   o->view_offset = (size_t)op->attr[0] * rowbytes; break;
+        default: IR_BUG("op_make_views on %s", op_info[op->kind].name);
+        }
+    }
+}
+
+/* ---- cost model ---------------------------------------------------------- */
+
+double op_flops(const Graph *g, const Op *op)
+{
+    double n = op->nout ? (double)g->t[op->out[0]].numel : 0;
+    double in0 = op->nin ? (double)T(0)->numel : 0;
+    switch (op->kind) {
+    case OP_MATMUL: {
+        long b, M, N, K;
+        op_matmul_geom(g, op, &b, &M, &N, &K);
+        return 2.0 * (double)b * (double)M * (double)N * (double)K;
+    }
+    case OP_ADD: case OP_SCALE: case OP_COPY: case OP_CAUSAL_MASK: case OP_CAUSAL_MASK_BWD:
+        return n;
+    case OP_GELU: return 8 * n;
+    case OP_GELU_BWD: return 16 * n;
+    case OP_LAYERNORM: return 8 * n;
+    case OP_LAYERNORM_BWD: return 12 * n;
+    case OP_SOFTMAX: return 5 * n;
+    case OP_SOFTMAX_BWD: return 4 * n;
+    case OP_CROSS_ENTROPY: return 4 * in0;
+    case OP_CROSS_ENTROPY_BWD: return 5 * n;
+    case OP_REDUCE_ROWS: return in0;
+    case OP_EMBEDDING_BWD: return in0;
+    case OP_ADAMW: return 12 * in0;
+    default: return 0;
+    }
+}
+
+double op_bytes(const Graph *g, const Op *op)
+{
+    if (op_info[op->kind].cls == OPC_VIEW)
+        return 0;
+    double b = 0;
+    for (int i = 0; i < op->nin; i++)
+        b += (double)T(i)->bytes;
+    for (int i = 0; i < op->nout; i++)
+        b += (double)g->t[op->out[i]].bytes * ((op->acc >> i & 1) ? 2 : 1);
+    if (op->kind == OP_ADAMW)
+        b += 3 * (double)T(0)->bytes;   /* p, m, v written back */
+    return b;
+}

@@ -1,0 +1,221 @@
+/* emit_common.c — what the C and CUDA emitters share: tensor addresses,
+ * runtime kernel calls (same names and signatures on both targets), the
+ * program description and NaN poisoning. */
+#include <string.h>
+
+#include "codegen.h"
+
+void emit_tensor_ptr(FILE *f, const Graph *g, int t)
+{
+    const Tensor *x = &g->t[t];
+    fprintf(f, "((%s *)(ctx->region[%d] + %zu))", x->dtype == DT_I32 ? "int32_t" : "float", (int)x->region,
+            x->offset);
+}
+
+int ew_broadcast(const Graph *g, const Op *op)
+{
+    return op->nin == 2 && g->t[op->in[1]].numel != g->t[op->out[0]].numel;
+}
+
+const char *ew_name(char *buf, size_t n, const Graph *g, const Op *op)
+{
+    snprintf(buf, n, "ew_%s%s%s", op_info[op->kind].name, ew_broadcast(g, op) ? "_b" : "",
+             (op->acc & 1) ? "_acc" : "");
+    return buf;
+}
+
+/* comma-separated pointers of outputs then inputs */
+static void ptrs(FILE *f, const Graph *g, const int *ids, int n, int *first)
+{
+    for (int i = 0; i < n; i++) {
+        fputs(*first ? "" : ", ", f);
+        *first = 0;
+        if (ids[i] < 0)
+            fputs("NULL", f);
+        else
+            emit_tensor_ptr(f, g, ids[i]);
+    }
+}
+
+static void call_head(FILE *f, const Graph *g, const char *fn, const Op *op, const int *in, int nin)
+{
+    int first = 1;
+    fprintf(f, "%s(", fn);
+    ptrs(f, g, op->out, op->nout, &first);
+    ptrs(f, g, in ? in : op->in, in ? nin : op->nin, &first);
+}
+
+static long last_dim(const Tensor *t) { return t->rank ? t->shape[t->rank - 1] : 1; }
+
+void emit_kernel_call(FILE *f, const Graph *g, const Op *op)
+{
+    const Tensor *in0 = op->nin ? &g->t[op->in[0]] : NULL;
+    const Tensor *out0 = op->nout ? &g->t[op->out[0]] : NULL;
+    switch (op->kind) {
+    case OP_MATMUL: {
+        long b, M, N, K;
+        op_matmul_geom(g, op, &b, &M, &N, &K);
+        call_head(f, g, "gc_matmul", op, NULL, 0);
+        fprintf(f, ", %ld, %ld, %ld, %ld, %d, %d, %d);\n", b, M, N, K, (int)op->attr[0], (int)op->attr[1], op->acc);
+        return;
+    }
+    case OP_EMBEDDING: {
+        const Tensor *idx = &g->t[op->in[1]];
+        int in[2] = {op->in[1], op->in[0]};    /* kernel order: idx, table */
+        call_head(f, g, "gc_embedding_fwd", op, in, 2);
+        fprintf(f, ", %ldL, %ldL, %ldL);\n", idx->numel, in0->shape[0], in0->shape[1]);
+        return;
+    }
+    case OP_EMBEDDING_BWD:
+        call_head(f, g, "gc_embedding_bwd", op, NULL, 0);
+        fprintf(f, ", %ldL, %ldL, %ldL, %d);\n", g->t[op->in[1]].numel, out0->shape[0], out0->shape[1], op->acc);
+        return;
+    case OP_REDUCE_ROWS:
+        call_head(f, g, "gc_reduce_rows", op, NULL, 0);
+        fprintf(f, ", %ldL, %ldL, %d);\n", in0->numel / out0->numel, out0->numel, op->acc);
+        return;
+    case OP_LAYERNORM:
+        call_head(f, g, "gc_layernorm_fwd", op, NULL, 0);
+        fprintf(f, ", %ldL, %ldL, %.9ef);\n", in0->numel / last_dim(in0), last_dim(in0), op->attr[0]);
+        return;
+    case OP_LAYERNORM_BWD: {
+        const Tensor *x = &g->t[op->in[1]];
+        call_head(f, g, "gc_layernorm_bwd", op, NULL, 0);
+        fprintf(f, ", %ldL, %ldL, %d);\n", x->numel / last_dim(x), last_dim(x), op->acc);
+        return;
+    }
+    case OP_SOFTMAX:
+        call_head(f, g, "gc_softmax_fwd", op, NULL, 0);
+        fprintf(f, ", %ldL, %ldL);\n", in0->numel / last_dim(in0), last_dim(in0));
+        return;
+    case OP_SOFTMAX_BWD:
+        call_head(f, g, "gc_softmax_bwd", op, NULL, 0);
+        fprintf(f, ", %ldL, %ldL, %d);\n", in0->numel / last_dim(in0), last_dim(in0), op->acc);
+        return;
+    case OP_CAUSAL_MASK:
+        call_head(f, g, "gc_causal_mask_fwd", op, NULL, 0);
+        fprintf(f, ", %ldL, %ldL);\n", in0->numel / (last_dim(in0) * last_dim(in0)), last_dim(in0));
+        return;
+    case OP_CAUSAL_MASK_BWD:
+        call_head(f, g, "gc_causal_mask_bwd", op, NULL, 0);
+        fprintf(f, ", %ldL, %ldL, %d);\n", in0->numel / (last_dim(in0) * last_dim(in0)), last_dim(in0), op->acc);
+        return;
+    case OP_CROSS_ENTROPY:
+        call_head(f, g, "gc_crossentropy_fwd", op, NULL, 0);
+        fprintf(f, ", %ldL, %ldL, %ldL);\n", in0->numel / last_dim(in0), last_dim(in0), (long)op->attr[0]);
+        return;
+    case OP_CROSS_ENTROPY_BWD: {
+        const Tensor *lg = &g->t[op->in[1]];
+        call_head(f, g, "gc_crossentropy_bwd", op, NULL, 0);
+        fprintf(f, ", %ldL, %ldL, %ldL, %d);\n", lg->numel / last_dim(lg), last_dim(lg), (long)op->attr[0], op->acc);
+        return;
+    }
+    case OP_PERMUTE: {
+        fprintf(f, "{ static const long shape[] = {");
+        for (int i = 0; i < in0->rank; i++)
+            fprintf(f, "%s%ldL", i ? ", " : "", in0->shape[i]);
+        fprintf(f, "}; static const int perm[] = {");
+        for (int i = 0; i < op->nlist; i++)
+            fprintf(f, "%s%ld", i ? ", " : "", op->list[i]);
+        fprintf(f, "}; ");
+        call_head(f, g, "gc_permute", op, NULL, 0);
+        fprintf(f, ", %d, shape, perm, %d); }\n", in0->rank, op->acc);
+        return;
+    }
+    case OP_FILL:
+        fprintf(f, "gc_fill(");
+        emit_tensor_ptr(f, g, op->out[0]);
+        fprintf(f, ", %ldL, %.9ef);\n", out0->numel, op->attr[0]);
+        return;
+    case OP_ADAMW:
+        fprintf(f, "gc_adamw(");
+        for (int i = 0; i < 4; i++) {
+            emit_tensor_ptr(f, g, op->in[i]);
+            fputs(", ", f);
+        }
+        fprintf(f, "%ldL, ctx->lr, ctx->beta1, ctx->beta2, ctx->eps, %s, ctx->t);\n", in0->numel,
+                op->attr[0] != 0 ? "ctx->weight_decay" : "0.0f");
+        return;
+    default:
+        IR_BUG("no kernel call for %s", op_info[op->kind].name);
+    }
+}
+
+void emit_poison(FILE *f, const Graph *g, int step, const char *indent)
+{
+    for (int t = 0; t < g->nt; t++) {
+        const Tensor *x = &g->t[t];
+        if (x->last != step || x->view_of >= 0 || x->region != RG_ARENA || t == g->loss)
+            continue;
+        int continued = 0;      /* an in-place child keeps the storage alive */
+        for (int c = 0; c < g->nt && !continued; c++)
+            continued = g->t[c].inplace_of == t;
+        if (continued)
+            continue;
+        fprintf(f, "%sgc_poison(ctx->region[%d] + %zu, %zu); /* %s */\n", indent, (int)x->region, x->offset,
+                x->bytes, x->name);
+    }
+}
+
+static int input_named(const Graph *g, const char *name)
+{
+    for (int i = 0; i < g->ninputs; i++)
+        if (!strcmp(g->t[g->inputs[i]].name, name))
+            return g->inputs[i];
+    return -1;
+}
+
+static long dim_or0(const Graph *g, const char *name)
+{
+    long v = graph_dim(g, name);
+    return v < 0 ? 0 : v;
+}
+
+void emit_program_struct(FILE *f, const Graph *g, const EmitOptions *opt)
+{
+    static const char *const init[] = {"GC_INIT_ZEROS", "GC_INIT_ZEROS", "GC_INIT_ONES", "GC_INIT_NORMAL"};
+    fprintf(f, "static const gc_param_info PARAMS[] = {\n");
+    long off = 0;
+    for (int i = 0; i < g->nparams; i++) {
+        const Tensor *p = &g->t[g->params[i]];
+        fprintf(f, "    {\"%s\", %ldL, %ldL, %d, {", p->name, off, p->numel, p->rank);
+        for (int k = 0; k < p->rank; k++)
+            fprintf(f, "%s%ldL", k ? ", " : "", p->shape[k]);
+        fprintf(f, "}, %s, %.9ef, %d},\n", init[p->init], p->init_std, p->decay);
+        off += p->numel;
+    }
+    if (!g->nparams)
+        fprintf(f, "    {\"\", 0, 0, 0, {0}, 0, 0.0f, 0},\n");
+    fprintf(f, "};\n\n");
+    int tokens = input_named(g, "tokens"), targets = input_named(g, "targets");
+    int loss_op = g->t[g->loss].producer;
+    int logits = loss_op >= 0 && g->ops[loss_op].kind == OP_CROSS_ENTROPY ? g->ops[loss_op].in[0] : -1;
+    double flops = 0;
+    for (int o = 0; o < g->nops; o++)
+        flops += op_flops(g, &g->ops[o]);
+    size_t total = 0;
+    for (int r = 0; r < RG_COUNT; r++)
+        total += g->region_bytes[r];
+    fprintf(f, "static const gc_program PROG = {\n");
+    fprintf(f, "    .graph_file = \"%s\",\n    .config = \"%s\",\n    .target = \"%s\",\n", g->file, g->config,
+            opt->target);
+    fprintf(f, "    .plan_summary = \"%s schedule; params %zu + grads %zu + optstate %zu + arena %zu "
+               "(lower bound %zu) = %zu bytes\",\n",
+            g->schedule_name, g->region_bytes[RG_PARAMS], g->region_bytes[RG_GRADS],
+            g->region_bytes[RG_OPTSTATE], g->region_bytes[RG_ARENA], g->region_lower_bound[RG_ARENA], total);
+    static const char *const dims[] = {"B", "T", "maxT", "V", "Vp", "L", "NH", "C"};
+    for (int i = 0; i < 8; i++)
+        fprintf(f, "    .%s = %ldL,\n", dims[i], dim_or0(g, dims[i]));
+    fprintf(f, "    .nparams = %d,\n    .params = PARAMS,\n    .nparam_elems = %ldL,\n", g->nparams, off);
+    fprintf(f, "    .region_bytes = {%zuu, %zuu, %zuu, %zuu},\n", g->region_bytes[0], g->region_bytes[1],
+            g->region_bytes[2], g->region_bytes[3]);
+    fprintf(f, "    .tokens_off = %zuu,\n    .targets_off = %zuu,\n", tokens >= 0 ? g->t[tokens].offset : 0,
+            targets >= 0 ? g->t[targets].offset : 0);
+    fprintf(f, "    .loss_off = %zuu,\n    .logits_off = %zuu,\n    .logits_cols = %ldL,\n", g->t[g->loss].offset,
+            logits >= 0 ? g->t[logits].offset : 0,
+            logits >= 0 ? g->t[logits].shape[g->t[logits].rank - 1] : 0);
+    fprintf(f, "    .flops_per_step = %.6e,\n", flops);
+    fprintf(f, "    .lr = %.9ef, .beta1 = %.9ef, .beta2 = %.9ef, .eps = %.9ef, .weight_decay = %.9ef,\n", g->lr,
+            g->beta1, g->beta2, g->eps, g->weight_decay);
+    fprintf(f, "    .run = run,\n};\n");
+}

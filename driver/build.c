@@ -1,0 +1,131 @@
+/* build.c — building the executable: emit the program into a temporary
+ * directory, compile and link it with the runtime, and move the result to
+ * its place atomically. */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "driver.h"
+
+/* Runs argv (NULL-terminated); returns its exit status or -1. */
+static int run_command(char **argv, int verbose)
+{
+    if (verbose) {
+        fputs("gcompile: run:", stderr);
+        for (char **a = argv; *a; a++)
+            fprintf(stderr, " %s", *a);
+        fputc('\n', stderr);
+    }
+    fflush(NULL);
+    pid_t pid = fork();
+    if (pid < 0)
+        return -1;
+    if (pid == 0) {
+        execvp(argv[0], argv);
+        fprintf(stderr, "gcompile: error: cannot run '%s': %s\n", argv[0], strerror(errno));
+        _exit(127);
+    }
+    int status;
+    while (waitpid(pid, &status, 0) < 0)
+        if (errno != EINTR)
+            return -1;
+    return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+/* Where the runtime lives: $GCOMPILE_RUNTIME, else the build's own paths. */
+static const char *runtime_dir(void)
+{
+    const char *d = getenv("GCOMPILE_RUNTIME_DIR");
+    return d && *d ? d : GC_RUNTIME_DIR;
+}
+
+static const char *runtime_lib(void)
+{
+    const char *d = getenv("GCOMPILE_RUNTIME_LIB");
+    return d && *d ? d : GC_RUNTIME_LIB;
+}
+
+static int build_cpu(const char *src, const char *exe, const DriverOptions *o)
+{
+    char *inc = xasprintf("-I%s", runtime_dir());
+    char *cbl = xasprintf("-I%s", GC_CBLAS_INCLUDE);
+    char *cc = xstrdup(o->cc);
+    char *argv[] = {cc, "-std=c11", "-O2", "-march=x86-64-v2", "-fopenmp", "-w", inc, cbl, "-o", (char *)exe,
+                    (char *)src, (char *)runtime_lib(), GC_OPENBLAS_LIB, "-lm", NULL};
+    int rc = run_command(argv, o->verbose);
+    free(inc);
+    free(cbl);
+    free(cc);
+    return rc;
+}
+
+int driver_build(const Graph *g, const DriverOptions *o)
+{
+    if (strcmp(o->emit.target, "cpu") != 0) {
+        fprintf(stderr, "gcompile: error: building for --target %s is not implemented yet "
+                        "(use --target cpu, or --emit cuda for the source)\n", o->emit.target);
+        return 1;
+    }
+    const char *out = o->output ? o->output : "train";
+    const char *tmpdir = getenv("TMPDIR");
+    char *dir = xasprintf("%s/gcompile.XXXXXX", tmpdir && *tmpdir ? tmpdir : "/tmp");
+    if (!mkdtemp(dir)) {
+        fprintf(stderr, "gcompile: error: cannot create a temporary directory: %s\n", strerror(errno));
+        free(dir);
+        return 1;
+    }
+    char *src = xasprintf("%s/train.c", dir);
+    char *exe = xasprintf("%s/train", dir);
+    int rc = 1;
+    FILE *f = fopen(src, "w");
+    if (!f) {
+        fprintf(stderr, "gcompile: error: cannot write '%s': %s\n", src, strerror(errno));
+        goto cleanup;
+    }
+    emit_c(f, g, &o->emit);
+    if (fclose(f) != 0) {
+        fprintf(stderr, "gcompile: error: cannot write '%s'\n", src);
+        goto cleanup;
+    }
+    if (build_cpu(src, exe, o) != 0) {
+        fprintf(stderr, "gcompile: error: the C compiler failed on the generated program (kept in %s)\n", dir);
+        free(src);
+        free(exe);
+        free(dir);
+        return 1;
+    }
+    /* same filesystem: rename; else copy through a temporary beside out */
+    if (rename(exe, out) != 0) {
+        char *tmp;
+        FILE *dst = atomic_open(out, &tmp), *in = fopen(exe, "rb");
+        if (!dst || !in) {
+            if (dst) { fclose(dst); unlink(tmp); free(tmp); }
+            if (in) fclose(in);
+            fprintf(stderr, "gcompile: error: cannot write '%s'\n", out);
+            goto cleanup;
+        }
+        char buf[65536];
+        size_t n;
+        while ((n = fread(buf, 1, sizeof buf, in)) > 0)
+            fwrite(buf, 1, n, dst);
+        fclose(in);
+        fchmod(fileno(dst), 0755);
+        if (atomic_commit(dst, tmp, out) != 0)
+            goto cleanup;
+    }
+    if (o->verbose)
+        fprintf(stderr, "gcompile: wrote %s\n", out);
+    rc = 0;
+cleanup:
+    unlink(exe);
+    unlink(src);
+    rmdir(dir);
+    free(src);
+    free(exe);
+    free(dir);
+    return rc;
+}

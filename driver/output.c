@@ -1,0 +1,128 @@
+/* output.c — writing artifacts: atomic files, --emit, the budget check. */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "driver.h"
+
+FILE *atomic_open(const char *path, char **tmp)
+{
+    *tmp = xasprintf("%s.tmp.XXXXXX", path);
+    int fd = mkstemp(*tmp);
+    if (fd < 0) {
+        fprintf(stderr, "gcompile: error: cannot create '%s': %s\n", *tmp, strerror(errno));
+        free(*tmp);
+        *tmp = NULL;
+        return NULL;
+    }
+    FILE *f = fdopen(fd, "w");
+    if (!f) {
+        close(fd);
+        unlink(*tmp);
+        free(*tmp);
+        *tmp = NULL;
+    }
+    return f;
+}
+
+int atomic_commit(FILE *f, char *tmp, const char *path)
+{
+    int bad = ferror(f);
+    bad |= fflush(f) != 0;
+    bad |= fsync(fileno(f)) != 0;
+    bad |= fclose(f) != 0;
+    if (!bad && rename(tmp, path) == 0) {
+        free(tmp);
+        return 0;
+    }
+    fprintf(stderr, "gcompile: error: cannot write '%s': %s\n", path, strerror(errno));
+    unlink(tmp);
+    free(tmp);
+    return -1;
+}
+
+const char *human_bytes(char *buf, size_t n, double bytes)
+{
+    static const char *const units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+    int u = 0;
+    while (bytes >= 1024 && u < 4) {
+        bytes /= 1024;
+        u++;
+    }
+    snprintf(buf, n, u ? "%.2f %s" : "%.0f %s", bytes, units[u]);
+    return buf;
+}
+
+int driver_check_budget(const Graph *g, const DriverOptions *o)
+{
+    if (!o->emit.budget_bytes)
+        return 0;
+    size_t total = 0;
+    for (int r = 0; r < RG_COUNT; r++)
+        total += g->region_bytes[r];
+    if (total <= o->emit.budget_bytes)
+        return 0;
+    char a[32], b[32], p[32], gr[32], os[32], ar[32];
+    fprintf(stderr,
+            "gcompile: error: the plan needs %s per device but --mem is %s "
+            "(params %s + grads %s + optimizer state %s + arena %s); recompute and micro-batching "
+            "are not implemented yet: lower B or T\n",
+            human_bytes(a, sizeof a, (double)total), human_bytes(b, sizeof b, (double)o->emit.budget_bytes),
+            human_bytes(p, sizeof p, (double)g->region_bytes[RG_PARAMS]),
+            human_bytes(gr, sizeof gr, (double)g->region_bytes[RG_GRADS]),
+            human_bytes(os, sizeof os, (double)g->region_bytes[RG_OPTSTATE]),
+            human_bytes(ar, sizeof ar, (double)g->region_bytes[RG_ARENA]));
+    return 1;
+}
+
+/* writes the artifact named by o->emit_kind to f */
+static int write_artifact(FILE *f, const Graph *g, const DriverOptions *o)
+{
+    const char *k = o->emit_kind;
+    EmitOptions e = o->emit;
+    if (!strcmp(k, "ir"))
+        ir_print(f, g);
+    else if (!strcmp(k, "summary"))
+        ir_print_summary(f, g);
+    else if (!strcmp(k, "c")) {
+        e.target = "cpu";
+        emit_c(f, g, &e);
+    } else if (!strcmp(k, "cuda")) {
+        e.target = "cuda";
+        emit_cuda(f, g, &e);
+    } else if (!strcmp(k, "plan"))
+        return emit_plan_json(f, g, &e);
+    else if (!strcmp(k, "plan-text"))
+        emit_plan_text(f, g, &e);
+    else if (!strcmp(k, "plan-svg"))
+        emit_plan_svg(f, g, &e);
+    else
+        IR_BUG("emit kind %s", k);
+    return 0;
+}
+
+int driver_emit(const Graph *g, const DriverOptions *o)
+{
+    if (!o->output || !strcmp(o->output, "-")) {
+        int rc = write_artifact(stdout, g, o);
+        if (fflush(stdout) != 0 || ferror(stdout) || rc) {
+            fprintf(stderr, "gcompile: error: writing to standard output failed\n");
+            return 1;
+        }
+        return 0;
+    }
+    char *tmp;
+    FILE *f = atomic_open(o->output, &tmp);
+    if (!f)
+        return 1;
+    if (write_artifact(f, g, o) != 0) {
+        fclose(f);
+        unlink(tmp);
+        free(tmp);
+        fprintf(stderr, "gcompile: error: cannot write '%s'\n", o->output);
+        return 1;
+    }
+    return atomic_commit(f, tmp, o->output) ? 1 : 0;
+}

@@ -1,0 +1,119 @@
+/* ast.c — AST memory (a pool freed at once) and the parse entry points. */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "frontend.h"
+#include "parser.h"
+#include "lexer.h"
+
+/* A pool: a list of blocks, each allocation carved from the newest block. */
+typedef struct Block { struct Block *next; size_t used, cap; } Block;
+struct AstPool { Block *head; };
+
+void *ast_alloc(struct AstPool *pool, size_t n)
+{
+    n = (n + 15) & ~(size_t)15;
+    Block *b = pool->head;
+    if (!b || b->used + n > b->cap) {
+        size_t cap = n > 65536 ? n : 65536;
+        b = xmalloc(sizeof(Block) + 16 + cap);
+        b->next = pool->head;
+        b->used = 0;
+        b->cap = cap;
+        pool->head = b;
+    }
+    void *p = (char *)(b + 1) + 16 + b->used;
+    b->used += n;
+    memset(p, 0, n);
+    return p;
+}
+
+char *ast_strdup(struct AstPool *pool, const char *s)
+{
+    size_t n = strlen(s) + 1;
+    return memcpy(ast_alloc(pool, n), s, n);
+}
+
+/* Appends item to the pool-allocated array *arr of *n items (copying: lists
+ * here are short). */
+void ast_push(struct AstPool *pool, void ***arr, int *n, void *item)
+{
+    void **a = ast_alloc(pool, (size_t)(*n + 1) * sizeof *a);
+    if (*n)
+        memcpy(a, *arr, (size_t)*n * sizeof *a);
+    a[*n] = item;
+    *arr = a;
+    (*n)++;
+}
+
+/* File names live for the whole run (locations point at them). */
+const char *ast_intern_file(const char *name)
+{
+    static char *names[64];
+    static int n;
+    for (int i = 0; i < n; i++)
+        if (strcmp(names[i], name) == 0)
+            return names[i];
+    char *s = xstrdup(name);
+    if (n < 64)
+        names[n++] = s;
+    return s;
+}
+
+Ast *parse_string(const char *name, const char *text, size_t len)
+{
+    name = ast_intern_file(name);
+    diag_add_source(name, text, len);
+    Ast *ast = xcalloc(1, sizeof *ast);
+    ast->file = name;
+    ast->pool = xcalloc(1, sizeof *ast->pool);
+    struct LexState ls = {.file = name, .line = 1, .col = 1, .pool = ast->pool, .ast = ast};
+    yyscan_t scanner;
+    if (yylex_init_extra(&ls, &scanner) != 0)
+        IR_BUG("yylex_init failed");
+    YY_BUFFER_STATE buf = yy_scan_bytes(text, (int)len, scanner);
+    yyparse(scanner, &ls);
+    yy_delete_buffer(buf, scanner);
+    yylex_destroy(scanner);
+    return ast;
+}
+
+Ast *parse_file(const char *path)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f) {
+        diag_error((Loc){0}, "cannot open '%s': %s", path, strerror(errno));
+        return NULL;
+    }
+    size_t cap = 1 << 16, len = 0;
+    char *text = xmalloc(cap);
+    size_t got;
+    while ((got = fread(text + len, 1, cap - len, f)) > 0) {
+        len += got;
+        if (len == cap)
+            text = xrealloc(text, cap *= 2);
+    }
+    int bad = ferror(f);
+    fclose(f);
+    if (bad || len > (64u << 20)) {
+        diag_error((Loc){0}, "cannot read '%s'%s", path, bad ? "" : ": larger than 64 MiB");
+        free(text);
+        return NULL;
+    }
+    /* the text stays alive: diagnostics print source lines from it */
+    return parse_string(path, text, len);
+}
+
+void ast_free(Ast *ast)
+{
+    if (!ast)
+        return;
+    for (Block *b = ast->pool->head, *next; b; b = next) {
+        next = b->next;
+        free(b);
+    }
+    free(ast->pool);
+    free(ast);
+}

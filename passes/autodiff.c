@@ -1,0 +1,488 @@
+/* autodiff.c — reverse-mode differentiation of the forward graph, then the
+ * optimizer step.
+ *
+ * Forward ops are visited in reverse; each op's backward rule (the table
+ * below, one function per op of ops.def) adds backward ops that contribute to
+ * the gradients of its inputs. A gradient tensor is created on its first
+ * contribution, which overwrites; later contributions accumulate (acc bits).
+ * Which bytes of a gradient have been written is tracked per storage root, so
+ * views (layer slices of stacked parameters, splits of qkv) need no special
+ * case: a view's gradient is the same view of its base's gradient, and bytes
+ * that nothing wrote are zero-filled just before the first read.
+ */
+#include <string.h>
+
+#include "passes.h"
+
+typedef struct Range { size_t lo, hi; } Range;
+
+typedef struct AD {
+    Graph *g;
+    char *needs;            /* per forward tensor: on a path parameter -> loss */
+    Range **cov;            /* per tensor (gradient roots): written byte ranges */
+    int *ncov;
+    int capt;
+    Loc loc;                /* of the forward op being differentiated */
+    int layer;
+    const char *name;       /* of the forward op */
+} AD;
+
+/* ---- coverage of gradient roots ---------------------------------------------------- */
+
+static void grow(AD *ad)
+{
+    if (ad->g->nt <= ad->capt)
+        return;
+    int cap = ad->g->nt * 2;
+    ad->cov = xrealloc(ad->cov, (size_t)cap * sizeof *ad->cov);
+    ad->ncov = xrealloc(ad->ncov, (size_t)cap * sizeof *ad->ncov);
+    for (int i = ad->capt; i < cap; i++) {
+        ad->cov[i] = NULL;
+        ad->ncov[i] = 0;
+    }
+    ad->capt = cap;
+}
+
+/* bytes of [lo,hi) already written in root r */
+static size_t covered(AD *ad, int r, size_t lo, size_t hi)
+{
+    size_t n = 0;
+    for (int i = 0; i < ad->ncov[r]; i++) {
+        size_t a = ad->cov[r][i].lo > lo ? ad->cov[r][i].lo : lo;
+        size_t b = ad->cov[r][i].hi < hi ? ad->cov[r][i].hi : hi;
+        if (a < b)
+            n += b - a;
+    }
+    return n;
+}
+
+/* marks [lo,hi) of root r written (ranges kept disjoint: callers only add
+ * ranges that are wholly unwritten) */
+static void cover(AD *ad, int r, size_t lo, size_t hi)
+{
+    grow(ad);
+    for (int i = 0; i < ad->ncov[r]; i++) {    /* extend an adjacent range */
+        if (ad->cov[r][i].hi == lo) { ad->cov[r][i].hi = hi; return; }
+        if (ad->cov[r][i].lo == hi) { ad->cov[r][i].lo = lo; return; }
+    }
+    ad->cov[r] = xrealloc(ad->cov[r], (size_t)(ad->ncov[r] + 1) * sizeof(Range));
+    ad->cov[r][ad->ncov[r]++] = (Range){lo, hi};
+}
+
+/* ---- tensors and ops ----------------------------------------------------------------- */
+
+/* A view of `base` (any tensor) starting `offset` bytes into it. */
+static int make_view(AD *ad, int base, size_t offset, int rank, const long *shape, const char *name)
+{
+    Graph *g = ad->g;
+    int v = graph_add_tensor(g, name, g->t[base].dtype, rank, shape, g->t[base].kind, ad->loc);
+    g->t[v].region = g->t[base].region;
+    g->t[v].view_of = base;
+    g->t[v].view_offset = offset;
+    return v;
+}
+
+/* The gradient tensor of t, created on first use (views: the same view of the
+ * base's gradient). */
+static int grad_of(AD *ad, int t)
+{
+    Graph *g = ad->g;
+    if (g->t[t].grad >= 0)
+        return g->t[t].grad;
+    char *name = xasprintf("d.%s", g->t[t].name);
+    int gt;
+    if (g->t[t].view_of >= 0) {
+        int gb = grad_of(ad, g->t[t].view_of);
+        gt = make_view(ad, gb, g->t[t].view_offset, g->t[t].rank, g->t[t].shape, name);
+    } else {
+        gt = graph_add_tensor(g, name, DT_F32, g->t[t].rank, g->t[t].shape,
+                              g->t[t].kind == TK_PARAM ? TK_GRAD : TK_ACTGRAD, ad->loc);
+    }
+    free(name);
+    g->t[t].grad = gt;
+    grow(ad);
+    return gt;
+}
+
+static int new_op(AD *ad, OpKind kind, const int *in, int nin, const int *out, int nout, const char *tag)
+{
+    char *name = xasprintf("%s.%s", tag, ad->name);
+    int id = graph_add_op(ad->g, kind, name, in, nin, out, nout, ad->loc);
+    free(name);
+    ad->g->ops[id].phase = PH_BWD;
+    ad->g->ops[id].layer = ad->layer;
+    return id;
+}
+
+/* Fills the unwritten bytes of [lo,hi) of gradient root r with zeros. */
+static void zero_fill(AD *ad, int r, size_t lo, size_t hi)
+{
+    Graph *g = ad->g;
+    /* walk the written ranges in order, filling the gaps */
+    while (lo < hi) {
+        size_t next = hi, gap_end = hi;
+        int inside = 0;
+        for (int i = 0; i < ad->ncov[r]; i++) {
+            Range c = ad->cov[r][i];
+            if (c.lo <= lo && lo < c.hi) {
+                inside = 1;
+                next = c.hi;
+            } else if (c.lo > lo && c.lo < gap_end) {
+                gap_end = c.lo;
+            }
+        }
+        if (inside) {
+            lo = next;
+            continue;
+        }
+        long n = (long)((gap_end - lo) / sizeof(float));
+        char *name = xasprintf("%s[%zu:%zu]", g->t[r].name, lo, gap_end);
+        int v = make_view(ad, r, lo, 1, &n, name);
+        free(name);
+        int id = new_op(ad, OP_FILL, NULL, 0, &v, 1, "zero");
+        g->ops[id].attr[0] = 0.0;
+        cover(ad, r, lo, gap_end);
+        lo = gap_end;
+    }
+}
+
+/* Gradient tensor of t as an output of a new backward op: returns its id and
+ * sets *acc when the op must accumulate. Bytes not yet written overwrite;
+ * a partly written range is zero-filled first and then accumulated. */
+static int contribute(AD *ad, int t, int *acc)
+{
+    int gt = grad_of(ad, t);
+    size_t off;
+    int r = graph_root(ad->g, gt, &off);
+    size_t lo = off, hi = off + ad->g->t[gt].bytes;
+    size_t done = covered(ad, r, lo, hi);
+    if (done == 0) {
+        cover(ad, r, lo, hi);
+        *acc = 0;
+    } else {
+        if (done < hi - lo)
+            zero_fill(ad, r, lo, hi);
+        *acc = 1;
+    }
+    return gt;
+}
+
+/* The finished gradient of t for reading (unwritten bytes zero-filled), or -1
+ * when t received no gradient at all. */
+static int grad_read(AD *ad, int t)
+{
+    if (ad->g->t[t].grad < 0)
+        return -1;
+    int gt = ad->g->t[t].grad;
+    size_t off;
+    int r = graph_root(ad->g, gt, &off);
+    zero_fill(ad, r, off, off + ad->g->t[gt].bytes);
+    return gt;
+}
+
+/* A backward op with one output: the gradient of input `x`. */
+static void emit1(AD *ad, OpKind kind, const int *in, int nin, int x, const double *attr, const char *tag)
+{
+    int acc, gx = contribute(ad, x, &acc);
+    int id = new_op(ad, kind, in, nin, &gx, 1, tag);
+    ad->g->ops[id].acc = acc;
+    if (attr)
+        memcpy(ad->g->ops[id].attr, attr, sizeof ad->g->ops[id].attr);
+}
+
+/* A rank-2 view [rows, cols] of t (t itself when already rank 2). */
+static int as_matrix(AD *ad, int t, long rows, long cols)
+{
+    Graph *g = ad->g;
+    if (g->t[t].rank == 2)
+        return t;
+    long shape[2] = {rows, cols};
+    char *name = xasprintf("%s.2d", g->t[t].name);
+    int v = make_view(ad, t, 0, 2, shape, name);
+    free(name);
+    return v;
+}
+
+/* ---- backward rules, one per op --------------------------------------------------------- */
+
+typedef void (*GradFn)(AD *ad, const Op *op, int dy);
+#define NEEDS(i) (ad->needs[op->in[i]])
+
+static void grad_embedding(AD *ad, const Op *op, int dy)
+{
+    if (NEEDS(0)) {
+        int in[2] = {dy, op->in[1]};
+        emit1(ad, OP_EMBEDDING_BWD, in, 2, op->in[0], NULL, "bwd");
+    }
+}
+
+static void grad_matmul(AD *ad, const Op *op, int dy)
+{
+    Graph *g = ad->g;
+    int a = op->in[0], b = op->in[1];
+    int ta = (int)op->attr[0], tb = (int)op->attr[1];
+    if (g->t[b].rank == 2 && !ta) {
+        long batch, M, N, K;
+        op_matmul_geom(g, op, &batch, &M, &N, &K);
+        if (NEEDS(0)) {        /* dA = dC op(B)^T */
+            int in[2] = {dy, b};
+            double at[4] = {0, tb ? 0 : 1};
+            emit1(ad, OP_MATMUL, in, 2, a, at, "bwd.da");
+        }
+        if (NEEDS(1)) {        /* tb: dB = dC^T A ; else dB = A^T dC */
+            int dc2 = as_matrix(ad, dy, M, N), a2 = as_matrix(ad, a, M, K);
+            int in[2] = {tb ? dc2 : a2, tb ? a2 : dc2};
+            double at[4] = {1, 0};
+            emit1(ad, OP_MATMUL, in, 2, b, at, "bwd.db");
+        }
+        return;
+    }
+    /* batched: the four transpose cases */
+    if (NEEDS(0)) {
+        int in[2];
+        double at[4] = {0};
+        if (!ta) { in[0] = dy; in[1] = b; at[1] = !tb; }              /* dA = dC op(B)^T */
+        else     { in[0] = b;  in[1] = dy; at[0] = tb; at[1] = 1; }   /* dA = op(B) dC^T */
+        emit1(ad, OP_MATMUL, in, 2, a, at, "bwd.da");
+    }
+    if (NEEDS(1)) {
+        int in[2];
+        double at[4] = {0};
+        if (!tb) { in[0] = a;  in[1] = dy; at[0] = !ta; }             /* dB = op(A)^T dC */
+        else     { in[0] = dy; in[1] = a;  at[0] = 1; at[1] = ta; }   /* dB = dC^T op(A) */
+        emit1(ad, OP_MATMUL, in, 2, b, at, "bwd.db");
+    }
+}
+
+static void grad_add(AD *ad, const Op *op, int dy)
+{
+    Graph *g = ad->g;
+    int a = op->in[0], b = op->in[1];
+    if (NEEDS(0)) {
+        const Tensor *ta = &g->t[a];
+        if (ta->grad < 0 && ta->view_of < 0 && ta->kind != TK_PARAM) {
+            /* da = dc: a's gradient is dc's storage itself, no copy. Safe: the
+               only other reader of dc is b's copy/reduction right below, and
+               later contributions to da come from ops visited after this one. */
+            char *name = xasprintf("d.%s", ta->name);
+            g->t[a].grad = make_view(ad, dy, 0, ta->rank, ta->shape, name);
+            free(name);
+        } else {
+            emit1(ad, OP_COPY, &dy, 1, a, NULL, "bwd");
+        }
+    }
+    if (NEEDS(1)) {
+        if (g->t[b].numel == g->t[dy].numel)
+            emit1(ad, OP_COPY, &dy, 1, b, NULL, "bwd");
+        else
+            emit1(ad, OP_REDUCE_ROWS, &dy, 1, b, NULL, "bwd");
+    }
+}
+
+static void grad_scale(AD *ad, const Op *op, int dy)
+{
+    if (NEEDS(0))
+        emit1(ad, OP_SCALE, &dy, 1, op->in[0], op->attr, "bwd");
+}
+
+static void grad_gelu(AD *ad, const Op *op, int dy)
+{
+    if (NEEDS(0)) {
+        int in[2] = {op->in[0], dy};
+        emit1(ad, OP_GELU_BWD, in, 2, op->in[0], NULL, "bwd");
+    }
+}
+
+static void grad_layernorm(AD *ad, const Op *op, int dy)
+{
+    Graph *g = ad->g;
+    int out[3], acc = 0;
+    for (int i = 0; i < 3; i++) {
+        int a;
+        if (NEEDS(i)) {
+            out[i] = contribute(ad, op->in[i], &a);
+            acc |= a << i;
+        } else {     /* not needed: a scratch output the kernel writes and nobody reads */
+            char *name = xasprintf("scratch.%s.%d", ad->name, i);
+            out[i] = graph_add_tensor(g, name, DT_F32, g->t[op->in[i]].rank, g->t[op->in[i]].shape,
+                                      TK_WORKSPACE, ad->loc);
+            free(name);
+        }
+    }
+    int in[5] = {dy, op->in[0], op->in[1], op->out[1], op->out[2]};
+    int id = new_op(ad, OP_LAYERNORM_BWD, in, 5, out, 3, "bwd");
+    g->ops[id].acc = acc;
+}
+
+static void grad_softmax(AD *ad, const Op *op, int dy)
+{
+    if (NEEDS(0)) {
+        int in[2] = {dy, op->out[0]};
+        emit1(ad, OP_SOFTMAX_BWD, in, 2, op->in[0], NULL, "bwd");
+    }
+}
+
+static void grad_causal_mask(AD *ad, const Op *op, int dy)
+{
+    if (NEEDS(0))
+        emit1(ad, OP_CAUSAL_MASK_BWD, &dy, 1, op->in[0], NULL, "bwd");
+}
+
+static void grad_cross_entropy(AD *ad, const Op *op, int dy)
+{
+    if (NEEDS(0)) {
+        int in[3] = {dy, op->in[0], op->in[1]};
+        emit1(ad, OP_CROSS_ENTROPY_BWD, in, 3, op->in[0], op->attr, "bwd");
+    }
+}
+
+static void grad_permute(AD *ad, const Op *op, int dy)
+{
+    if (!NEEDS(0))
+        return;
+    int acc, gx = contribute(ad, op->in[0], &acc);
+    int id = new_op(ad, OP_PERMUTE, &dy, 1, &gx, 1, "bwd");
+    Op *b = &ad->g->ops[id];
+    b->acc = acc;
+    b->nlist = op->nlist;
+    for (int i = 0; i < op->nlist; i++)     /* the inverse permutation */
+        b->list[op->list[i]] = i;
+}
+
+/* views: the gradient of a view is a view of its base's gradient (grad_of) */
+static void grad_view(AD *ad, const Op *op, int dy) { (void)ad; (void)op; (void)dy; }
+
+static void grad_internal(AD *ad, const Op *op, int dy)
+{
+    (void)ad; (void)dy;
+    IR_BUG("autodiff reached internal op %s", op->name);
+}
+
+/* the rule of each op of ops.def (a missing one fails to compile) */
+#define RULE_EMBEDDING grad_embedding
+#define RULE_MATMUL grad_matmul
+#define RULE_ADD grad_add
+#define RULE_SCALE grad_scale
+#define RULE_GELU grad_gelu
+#define RULE_LAYERNORM grad_layernorm
+#define RULE_SOFTMAX grad_softmax
+#define RULE_CAUSAL_MASK grad_causal_mask
+#define RULE_CROSS_ENTROPY grad_cross_entropy
+#define RULE_RESHAPE grad_view
+#define RULE_PERMUTE grad_permute
+#define RULE_SPLIT grad_view
+#define RULE_SLICE grad_view
+#define RULE_INDEX grad_view
+#define RULE_EMBEDDING_BWD grad_internal
+#define RULE_REDUCE_ROWS grad_internal
+#define RULE_LAYERNORM_BWD grad_internal
+#define RULE_SOFTMAX_BWD grad_internal
+#define RULE_CAUSAL_MASK_BWD grad_internal
+#define RULE_CROSS_ENTROPY_BWD grad_internal
+#define RULE_GELU_BWD grad_internal
+#define RULE_COPY grad_internal
+#define RULE_FILL grad_internal
+#define RULE_ADAMW grad_internal
+
+static const GradFn grad_rule[OP_COUNT] = {
+#define OP(E, name, nin, nout, attrs, cls) [OP_##E] = RULE_##E,
+#include "ops.def"
+#undef OP
+};
+
+/* ---- the pass ------------------------------------------------------------------------ */
+
+/* needs[t]: t depends on a parameter and the loss depends on t */
+static char *find_needs(const Graph *g)
+{
+    char *from_param = xcalloc((size_t)g->nt, 1), *to_loss = xcalloc((size_t)g->nt, 1);
+    for (int i = 0; i < g->nparams; i++)
+        from_param[g->params[i]] = 1;
+    for (int o = 0; o < g->nops; o++) {
+        const Op *op = &g->ops[o];
+        int any = 0;
+        for (int i = 0; i < op->nin; i++)
+            any |= from_param[op->in[i]];
+        for (int i = 0; i < op->nout; i++)
+            from_param[op->out[i]] |= (char)any;
+    }
+    to_loss[g->loss] = 1;
+    for (int o = g->nops - 1; o >= 0; o--) {
+        const Op *op = &g->ops[o];
+        int any = 0;
+        for (int i = 0; i < op->nout; i++)
+            any |= to_loss[op->out[i]];
+        for (int i = 0; i < op->nin; i++)
+            to_loss[op->in[i]] |= (char)any;
+    }
+    for (int t = 0; t < g->nt; t++)
+        from_param[t] &= to_loss[t];
+    free(to_loss);
+    return from_param;
+}
+
+void pass_autodiff(Graph *g)
+{
+    if (g->loss < 0) {
+        diag_error((Loc){g->file, 1, 1}, "the graph has no 'minimize' statement");
+        return;
+    }
+    AD ad = {.g = g, .layer = -1};
+    int nfwd = g->nops;
+    ad.needs = find_needs(g);
+    /* gradients of parameters live in the grads region, in declaration order */
+    for (int i = 0; i < g->nparams; i++) {
+        Tensor *p = &g->t[g->params[i]];
+        char *name = xasprintf("d.%s", p->name);
+        int gt = graph_add_tensor(g, name, DT_F32, p->rank, p->shape, TK_GRAD, p->loc);
+        free(name);
+        g->t[g->params[i]].grad = gt;
+    }
+    /* the seed: d loss = 1 */
+    ad.loc = g->t[g->loss].loc;
+    ad.name = g->t[g->loss].name;
+    double one[4] = {1.0};
+    emit1(&ad, OP_FILL, NULL, 0, g->loss, one, "seed");
+    for (int o = nfwd - 1; o >= 0; o--) {
+        const Op op = g->ops[o];       /* a copy: adding ops may move g->ops */
+        if (op_info[op.kind].cls == OPC_VIEW)
+            continue;
+        int dy = ad.needs[op.out[0]] ? grad_read(&ad, op.out[0]) : -1;
+        if (dy < 0)
+            continue;
+        ad.loc = op.loc;
+        ad.layer = op.layer;
+        ad.name = op.name;
+        grad_rule[op.kind](&ad, &op, dy);
+    }
+    /* parameter gradients: bytes nothing wrote (unused rows) become zeros */
+    ad.layer = -1;
+    for (int i = 0; i < g->nparams; i++) {
+        ad.loc = g->t[g->params[i]].loc;
+        ad.name = g->t[g->params[i]].name;
+        grad_read(&ad, g->params[i]);
+    }
+    /* the optimizer: one AdamW update per parameter */
+    for (int i = 0; i < g->nparams; i++) {
+        int p = g->params[i];
+        char *m = xasprintf("m.%s", g->t[p].name), *v = xasprintf("v.%s", g->t[p].name);
+        Loc loc = g->t[p].loc;
+        int mt = graph_add_tensor(g, m, DT_F32, g->t[p].rank, g->t[p].shape, TK_OPTSTATE, loc);
+        int vt = graph_add_tensor(g, v, DT_F32, g->t[p].rank, g->t[p].shape, TK_OPTSTATE, loc);
+        g->t[p].opt_m = mt;
+        g->t[p].opt_v = vt;
+        int in[4] = {p, g->t[p].grad, mt, vt};
+        char *name = xasprintf("adamw.%s", g->t[p].name);
+        int id = graph_add_op(g, OP_ADAMW, name, in, 4, NULL, 0, loc);
+        g->ops[id].phase = PH_OPT;
+        g->ops[id].attr[0] = g->t[p].decay;
+        free(name);
+        free(m);
+        free(v);
+    }
+    for (int t = 0; t < ad.capt; t++)
+        free(ad.cov[t]);
+    free(ad.cov);
+    free(ad.ncov);
+    free(ad.needs);
+}
