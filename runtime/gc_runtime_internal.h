@@ -1,0 +1,81 @@
+/* gc_runtime_internal.h — private to the program harness around the step
+ * (train_main.c, data.c, corpus.c, rng.c). Nothing here is seen by emitted
+ * code; names carry the prefix gcrt_ so they never collide with the kernels.
+ *
+ * Functions that can fail on user input return 0 on success and -1 after
+ * writing a one-line message (without the "error: " prefix) into err.
+ */
+#ifndef GC_RUNTIME_INTERNAL_H
+#define GC_RUNTIME_INTERNAL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "gc_runtime.h"
+
+/* ---------------------------------------------------------------- rng.c */
+/* xoshiro256** seeded through splitmix64; every stream is a pure function of
+ * (seed, stream), so init, sampling and gradcheck never disturb each other. */
+typedef struct {
+    uint64_t s[4];
+    int has_spare;     /* Box-Muller makes normals in pairs */
+    double spare;
+} gcrt_rng;
+
+enum { GCRT_STREAM_INIT = 1, GCRT_STREAM_SAMPLE = 2, GCRT_STREAM_GRADCHECK = 3 };
+
+void gcrt_rng_seed(gcrt_rng *r, uint64_t seed, uint64_t stream);
+uint64_t gcrt_rng_u64(gcrt_rng *r);
+double gcrt_rng_uniform(gcrt_rng *r);          /* [0, 1), 53 random bits */
+double gcrt_rng_normal(gcrt_rng *r);           /* N(0, 1) */
+long gcrt_rng_below(gcrt_rng *r, long n);      /* [0, n), n >= 1 */
+
+/* ---------------------------------------------------------------- data.c: token shards */
+/* A token stream held in host memory, read sequentially in batches of B*T+1
+ * tokens that advance by B*T and wrap like llm.c's loader. */
+typedef struct {
+    const char *name;  /* file name as given (or "built-in corpus"), for messages */
+    uint16_t *tok;
+    long ntok;
+    long pos;
+} gcrt_shard;
+
+#define GCRT_SHARD_MAGIC 20240520
+#define GCRT_CKPT_MAGIC 20240326
+#define GCRT_HEADER_BYTES 1024
+
+/* Reads and validates a shard (magic, version, exact size, ntok >= need,
+ * every token < V). */
+int gcrt_shard_open(gcrt_shard *s, const char *path, long need, long V,
+                    char *err, size_t errlen);
+/* A shard whose tokens are the bytes of text (byte-level vocabulary). */
+int gcrt_shard_from_text(gcrt_shard *s, const char *name, const char *text, size_t len,
+                         long need, long V, char *err, size_t errlen);
+/* The batch at the current position: inputs = tok[pos, pos+BT), targets the
+ * same shifted by one; then advance by BT, back to 0 when the next batch
+ * would run past the end. */
+void gcrt_shard_next(gcrt_shard *s, int32_t *inputs, int32_t *targets, long BT);
+/* How many distinct batches of BT (+1) tokens the shard holds (>= 1). */
+long gcrt_shard_nbatches(const gcrt_shard *s, long BT);
+void gcrt_shard_close(gcrt_shard *s);
+
+/* ---------------------------------------------------------------- data.c: checkpoints */
+/* llm.c model file: 256 int32 [20240326, version, maxT, V, L, NH, C, Vp],
+ * then nparam_elems params (version 3: fp32, version 5: bf16). Loads into
+ * params (host, nparam_elems floats) after checking every header field
+ * against prog and the exact file size. */
+int gcrt_ckpt_load(float *params, const gc_program *prog, const char *path,
+                   char *err, size_t errlen);
+/* Writes version 3 atomically: path.tmp, fsync, rename. On failure nothing
+ * is left behind (neither path.tmp nor a partial path). */
+int gcrt_ckpt_save(const char *path, const gc_program *prog, const float *params,
+                   char *err, size_t errlen);
+/* Checks early that path.tmp can be created (then removes it), so a bad
+ * --save path fails before training rather than after. */
+int gcrt_ckpt_probe(const char *path, char *err, size_t errlen);
+
+/* ---------------------------------------------------------------- corpus.c */
+/* The built-in training text: plain ASCII prose, about 30 KB, assembled once. */
+const char *gcrt_corpus(size_t *len);
+
+#endif
