@@ -41,6 +41,7 @@ typedef struct Builder {
     int layer;                  /* current loop iteration, -1 outside */
     const char *prefix;         /* "h3." inside a loop */
     const char *target;         /* the name being assigned, for naming temporaries */
+    int depth;                  /* > 0 while evaluating the operands of an op */
     /* name uniqueness: open-addressing set of tensor names */
     char **names; size_t capnames, nnames;
     int failed_overflow;
@@ -251,8 +252,12 @@ static int add_op(Builder *b, Op *proto, Loc loc)
                 diag_error(loc, "tensor too large (more than 2^46 elements)");
                 return -1;
             }
-        char *base = proto->kind == OP_LAYERNORM && k > 0 ? xasprintf("%s%s", b->target, aux[k])
-                   : nout > 1 ? xasprintf("%s.%d", b->target, k) : xstrdup(b->target);
+        /* the outermost op of an assignment takes the assigned name; nested
+           ones are named after it: "h0.att.matmul" */
+        char *target = b->depth ? xasprintf("%s.%s", b->target, op_info[proto->kind].name) : xstrdup(b->target);
+        char *base = proto->kind == OP_LAYERNORM ? xasprintf("%s%s", target, aux[k])
+                   : nout > 1 ? xasprintf("%s.%d", target, k) : xstrdup(target);
+        free(target);
         char *name = unique_name(b, base);
         free(base);
         out[k] = graph_add_tensor(g, name, dt[k], rank[k], shape[k], TK_ACTIVATION, loc);
@@ -361,7 +366,9 @@ static Value eval_call(Builder *b, Expr *e)
                 continue;
             }
         }
+        b->depth++;
         Value v = eval(b, e->args[a]);
+        b->depth--;
         if (v.k == V_NONE) {
             ok = 0;
             continue;
@@ -414,7 +421,7 @@ static Value eval_call(Builder *b, Expr *e)
         }
         proto.attr[j] = defaults[j];
     }
-    if (kind == OP_CROSS_ENTROPY && !have[0])
+    if (kind == OP_CROSS_ENTROPY && proto.attr[0] == 0)     /* n=0: every column */
         proto.attr[0] = (double)b->g->t[proto.in[0]].shape[b->g->t[proto.in[0]].rank - 1];
     int id = add_op(b, &proto, e->loc);
     if (id < 0)
@@ -457,7 +464,9 @@ static Value eval(Builder *b, Expr *e)
         return NONE;
     }
     case E_BINOP: {
+        b->depth++;
         Value x = eval(b, e->a), y = eval(b, e->b);
+        b->depth--;
         if (x.k == V_NONE || y.k == V_NONE)
             return NONE;
         if (x.k == V_INT && y.k == V_INT)
@@ -483,9 +492,12 @@ static Value eval(Builder *b, Expr *e)
         Op proto = {.kind = OP_INDEX, .nin = 1, .in = {x.t}, .attr = {(double)i.i}};
         const char *saved = b->target;
         char *name = xasprintf("%s[%ld]", b->g->t[x.t].name, i.i);
+        int depth = b->depth;
         b->target = name;
+        b->depth = 0;
         int id = add_op(b, &proto, e->loc);
         b->target = saved;
+        b->depth = depth;
         free(name);
         return id < 0 ? NONE : tensor_value(b->g->ops[id].out[0]);
     }

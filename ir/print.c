@@ -25,7 +25,7 @@ static void print_attrs(FILE *f, const Op *op)
         int list = *s == '[';
         s += list;
         size_t len = strcspn(s, ",=");
-        fprintf(f, ", %.*s=", (int)len, s);
+        fprintf(f, "%s%.*s=", op->nin || j ? ", " : "", (int)len, s);
         if (list) {
             fputc('[', f);
             for (int i = 0; i < op->nlist; i++)
@@ -59,7 +59,7 @@ void ir_print(FILE *f, const Graph *g)
         fprintf(f, "  %%%d %s: ", i, t->name);
         print_shape(f, t);
         fprintf(f, " %s", tensor_kind_name(t->kind));
-        if (t->kind == TK_PARAM) {
+        if (t->kind == TK_PARAM && t->view_of < 0) {
             fprintf(f, " init=%s", init_name(t->init));
             if (t->init == INIT_NORMAL)
                 fprintf(f, "(%.9g)", t->init_std);
@@ -80,10 +80,11 @@ void ir_print(FILE *f, const Graph *g)
         for (int i = 0; i < op->nout; i++) {
             fprintf(f, "%s", i ? ", " : "");
             print_tensor_ref(f, g, op->out[i]);
-            if (op->acc >> i & 1)
-                fputs(" +", f);
+            if ((op->acc >> i & 1) && op->nout > 1)
+                fputs("(+)", f);
         }
-        fprintf(f, "%s%s(", op->nout ? " = " : "", op_info[op->kind].name);
+        fprintf(f, "%s%s(", !op->nout ? "" : op->acc == 1 && op->nout == 1 ? " += " : " = ",
+                op_info[op->kind].name);
         for (int i = 0; i < op->nin; i++) {
             fprintf(f, "%s", i ? ", " : "");
             print_tensor_ref(f, g, op->in[i]);

@@ -1,0 +1,44 @@
+#!/bin/sh
+# The driver's options, files and exit statuses.
+set -u
+gc=$1 graph=$2
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+fail=0
+check() {   # check NAME EXPECTED_STATUS PATTERN_IN_OUTPUT -- command...
+    name=$1 want=$2 pat=$3
+    shift 4
+    "$@" >"$tmp/out" 2>&1
+    rc=$?
+    if [ "$rc" -ne "$want" ]; then echo "FAIL $name: exit $rc, expected $want"; cat "$tmp/out"; fail=1; return; fi
+    if [ -n "$pat" ] && ! grep -q -- "$pat" "$tmp/out"; then
+        echo "FAIL $name: output lacks '$pat'"; cat "$tmp/out"; fail=1
+    fi
+}
+check help 0 "usage: gcompile FILE.graph" -- "$gc" --help
+check version 0 "^gcompile [0-9]" -- "$gc" --version
+check no_input 1 "no input file" -- "$gc"
+check missing_file 1 "cannot open 'nope.graph'" -- "$gc" nope.graph
+check unknown_option 1 "unknown option '--frob'" -- "$gc" "$graph" --frob
+check missing_value 1 "needs a value" -- "$gc" "$graph" --config
+check bad_emit 1 "unknown kind 'pdf'" -- "$gc" "$graph" --emit pdf
+check bad_target 1 "must be cpu or cuda" -- "$gc" "$graph" --target tpu
+check bad_mem 1 "bad size '12XB'" -- "$gc" "$graph" --mem 12XB
+check bad_define_syntax 1 "expects NAME=VALUE" -- "$gc" "$graph" -D B
+check zero_define 1 "must be a positive integer" -- "$gc" "$graph" -D B=0
+check define 0 "dims: B=8 T=128 " -- "$gc" "$graph" -D B=8 -D T=128 --emit summary
+check config_define 0 "dims: B=2 T=64 maxT=64 V=256 Vp=256 L=2 NH=4 C=64" -- "$gc" "$graph" --config tiny -D B=2 --emit summary
+check too_long_T 1 "requirement does not hold with T = 2048, maxT = 1024" -- "$gc" "$graph" -D T=2048 --emit summary
+check budget 1 "the plan needs" -- "$gc" "$graph" --mem 1GiB --emit summary
+check budget_ok 0 "parameters: 124475904" -- "$gc" "$graph" --mem 80GB --emit summary
+check two_inputs 1 "one input file expected" -- "$gc" "$graph" "$graph"
+check gpus 1 "not implemented yet" -- "$gc" "$graph" --gpus 2
+# --emit writes OUT atomically: the old file survives a failed compile
+echo keep >"$tmp/ir.txt"
+check emit_fail_keeps 1 "" -- "$gc" "$graph" -D C=10 --emit ir -o "$tmp/ir.txt"
+grep -qx keep "$tmp/ir.txt" || { echo "FAIL: a failed compile changed its output file"; fail=1; }
+check emit_file 0 "" -- "$gc" "$graph" --config tiny --emit ir -o "$tmp/ir.txt"
+grep -q "^# gcompile IR of" "$tmp/ir.txt" || { echo "FAIL: --emit ir -o wrote no IR"; fail=1; }
+ls "$tmp" | grep -q tmp && { echo "FAIL: temporary file left behind"; fail=1; }
+check emit_stdout 0 "forward_gflops_per_step: " -- "$gc" "$graph" --emit summary -o -
+exit $fail
