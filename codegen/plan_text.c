@@ -1,0 +1,183 @@
+/* plan_text.c — --emit plan-text: the memory plan for a human. Regions with
+ * exact bytes, the arena against its lower bound and against no reuse, the
+ * peak step and its op, bytes by tensor kind, the largest arena tensors with
+ * their lifetimes (persistent tensors are the regions above). */
+#include <stdlib.h>
+#include <string.h>
+
+#include "codegen.h"
+
+#define ALIGN 256
+
+static size_t rounded(size_t n) { return (n + ALIGN - 1) / ALIGN * ALIGN; }
+
+/* "1.23 GiB" into buf. */
+static const char *human(size_t n, char *buf, size_t len)
+{
+    static const char *units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+    double v = (double)n;
+    int u = 0;
+    while (v >= 1024 && u < 4)
+        v /= 1024, u++;
+    snprintf(buf, len, u ? "%.2f %s" : "%.0f %s", v, units[u]);
+    return buf;
+}
+
+/* Live arena bytes at each step (rounded sizes; an in-place parent hands its
+ * storage to its child at the child's first step, so it counts until the
+ * step before). Returns the step with the most, -1 when there are none. */
+static int arena_peak(const Graph *g, size_t *peak_bytes)
+{
+    char *handed = calloc((size_t)g->nt + 1, 1);
+    long long *d = calloc((size_t)g->nsched + 1, sizeof *d);
+    if (!handed || !d)
+        IR_BUG("out of memory");
+    for (int i = 0; i < g->nt; i++)
+        if (g->t[i].inplace_of >= 0)
+            handed[g->t[i].inplace_of] = 1;
+    for (int i = 0; i < g->nt; i++) {
+        const Tensor *t = &g->t[i];
+        if (t->view_of >= 0 || t->region != RG_ARENA || t->first < 0)
+            continue;
+        int end = t->last - handed[i];
+        if (end >= t->first && end < g->nsched) {
+            d[t->first] += (long long)rounded(t->bytes);
+            d[end + 1] -= (long long)rounded(t->bytes);
+        }
+    }
+    long long run = 0, best = -1;
+    int at = -1;
+    for (int s = 0; s < g->nsched; s++) {
+        run += d[s];
+        if (run > best)
+            best = run, at = s;
+    }
+    free(d);
+    free(handed);
+    *peak_bytes = best > 0 ? (size_t)best : 0;
+    return at;
+}
+
+static int by_bytes_desc(const void *a, const void *b)
+{
+    const Tensor *x = *(const Tensor *const *)a, *y = *(const Tensor *const *)b;
+    if (x->bytes != y->bytes)
+        return x->bytes < y->bytes ? 1 : -1;
+    return (x->id > y->id) - (x->id < y->id);
+}
+
+static void regions(FILE *f, const Graph *g, const EmitOptions *opt)
+{
+    char h[32];
+    size_t total = 0;
+    fprintf(f, "regions:\n");
+    for (int r = 0; r < RG_COUNT; r++) {
+        total += g->region_bytes[r];
+        fprintf(f, "  %-9s %12s  %15zu bytes", region_name((Region)r),
+                human(g->region_bytes[r], h, sizeof h), g->region_bytes[r]);
+        if (r == RG_ARENA && g->region_lower_bound[r])
+            fprintf(f, "   lower bound %zu (%.4fx)", g->region_lower_bound[r],
+                    (double)g->region_bytes[r] / (double)g->region_lower_bound[r]);
+        fputc('\n', f);
+    }
+    fprintf(f, "  %-9s %12s  %15zu bytes", "total", human(total, h, sizeof h), total);
+    if (opt && opt->budget_bytes) {
+        char b[32];
+        fprintf(f, "   budget %s: %s", human(opt->budget_bytes, b, sizeof b),
+                total <= opt->budget_bytes ? "fits" : "DOES NOT FIT");
+    }
+    fputc('\n', f);
+}
+
+static void reuse(FILE *f, const Graph *g)
+{
+    char h[32];
+    size_t sum = 0;
+    for (int i = 0; i < g->nt; i++) {
+        const Tensor *t = &g->t[i];
+        if (t->view_of < 0 && t->region == RG_ARENA && t->first >= 0)
+            sum += rounded(t->bytes);
+    }
+    int inplace = 0;
+    for (int i = 0; i < g->nt; i++)
+        inplace += g->t[i].inplace_of >= 0;
+    fprintf(f, "arena without reuse (--no-reuse): %s (%zu bytes", human(sum, h, sizeof h), sum);
+    if (g->region_bytes[RG_ARENA])
+        fprintf(f, ", %.2fx this plan", (double)sum / (double)g->region_bytes[RG_ARENA]);
+    fprintf(f, ")%s; %d tensor(s) in place\n", g->no_reuse ? " [this plan is --no-reuse]" : "",
+            inplace);
+}
+
+static void peak(FILE *f, const Graph *g)
+{
+    char h[32];
+    size_t bytes;
+    int s = arena_peak(g, &bytes);
+    if (s < 0) {
+        fprintf(f, "peak arena step: none (empty schedule)\n");
+        return;
+    }
+    const Op *op = &g->ops[g->sched[s]];
+    fprintf(f, "peak arena step: %d of %d, op %s (%s, %s): %s live\n", s, g->nsched, op->name,
+            op_info[op->kind].name, phase_name(op->phase), human(bytes, h, sizeof h));
+}
+
+static void kinds(FILE *f, const Graph *g)
+{
+    size_t bytes[TK_COMM + 1] = {0};
+    int count[TK_COMM + 1] = {0};
+    char h[32];
+    for (int i = 0; i < g->nt; i++)
+        if (g->t[i].view_of < 0) {
+            bytes[g->t[i].kind] += g->t[i].bytes;
+            count[g->t[i].kind]++;
+        }
+    fprintf(f, "bytes by kind (storage tensors, before reuse):\n");
+    for (int k = 0; k <= TK_COMM; k++)
+        if (count[k])
+            fprintf(f, "  %-10s %12s  %15zu bytes  %6d tensors\n",
+                    tensor_kind_name((TensorKind)k), human(bytes[k], h, sizeof h), bytes[k],
+                    count[k]);
+}
+
+static void largest(FILE *f, const Graph *g, int top)
+{
+    const Tensor **v = malloc(((size_t)g->nt + 1) * sizeof *v);
+    if (!v)
+        IR_BUG("out of memory");
+    int n = 0;
+    for (int i = 0; i < g->nt; i++)
+        if (g->t[i].view_of < 0 && g->t[i].region == RG_ARENA)
+            v[n++] = &g->t[i];
+    qsort(v, (size_t)n, sizeof *v, by_bytes_desc);
+    fprintf(f, "largest arena tensors:\n");
+    for (int i = 0; i < n && i < top; i++) {
+        char h[32], in[48] = "";
+        const Tensor *t = v[i];
+        if (t->inplace_of >= 0)
+            snprintf(in, sizeof in, "  in place of %s", g->t[t->inplace_of].name);
+        fprintf(f, "  %-24s %-10s %12s  steps [%d, %d]  %s+%zu%s\n", t->name,
+                tensor_kind_name(t->kind), human(t->bytes, h, sizeof h), t->first, t->last,
+                region_name(t->region), t->offset, in);
+    }
+    free(v);
+}
+
+void emit_plan_text(FILE *f, const Graph *g, const EmitOptions *opt)
+{
+    fprintf(f, "memory plan: %s%s%s, target %s, schedule %s, %d steps, %d tensors\n",
+            g->file ? g->file : "-", g->config && *g->config ? " --config " : "",
+            g->config ? g->config : "", opt && opt->target ? opt->target : "cpu",
+            g->schedule_name && *g->schedule_name ? g->schedule_name : "-", g->nsched, g->nt);
+    if (g->ndims) {
+        fprintf(f, "dims:");
+        for (int i = 0; i < g->ndims; i++)
+            fprintf(f, " %s=%ld", g->dims[i].name, g->dims[i].value);
+        fputc('\n', f);
+    }
+    regions(f, g, opt);
+    reuse(f, g);
+    peak(f, g);
+    kinds(f, g);
+    largest(f, g, 10);
+}

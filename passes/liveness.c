@@ -1,0 +1,64 @@
+/* liveness.c — first/last schedule step of every tensor (an analysis: fills
+ * Tensor.first/last, changes nothing else).
+ *
+ * A use is any scheduled op reading or writing the tensor (an accumulating
+ * output is both). A view's use is also a use of every tensor above it up to
+ * its root, so a root lives while any of its views does, and a view lives
+ * while its own sub-views do. Then:
+ *   - roots of persistent regions (params, grads, optstate) and their views'
+ *     roots live for the whole schedule [0, nsched-1];
+ *   - arena inputs (TK_INPUT) are live from step 0 (the host writes them
+ *     before the step runs);
+ *   - the loss (and its root) is live until the last step (the host reads it
+ *     after the step).
+ * Tensors that nothing uses keep first = last = -1.
+ */
+#include "passes.h"
+
+/* Extends the interval of t and of every tensor above it to cover step s. */
+static void touch(Graph *g, int t, int s)
+{
+    for (; t >= 0; t = g->t[t].view_of) {
+        Tensor *x = &g->t[t];
+        if (x->first < 0 || s < x->first)
+            x->first = s;
+        if (s > x->last)
+            x->last = s;
+    }
+}
+
+/* Widens t (and its views' root chain) to [first, last]. */
+static void widen(Graph *g, int t, int first, int last)
+{
+    touch(g, t, first);
+    touch(g, t, last);
+}
+
+void fill_liveness(Graph *g)
+{
+    for (int i = 0; i < g->nt; i++)
+        g->t[i].first = g->t[i].last = -1;
+    for (int s = 0; s < g->nsched; s++) {
+        const Op *op = &g->ops[g->sched[s]];
+        for (int i = 0; i < op->nin; i++)
+            touch(g, op->in[i], s);
+        for (int i = 0; i < op->nout; i++)
+            touch(g, op->out[i], s);
+    }
+    if (g->nsched == 0)
+        return;
+    int end = g->nsched - 1;
+    for (int i = 0; i < g->nt; i++) {
+        Tensor *t = &g->t[i];
+        if (t->view_of >= 0)
+            continue;
+        if (t->region != RG_ARENA)
+            t->first = 0, t->last = end;
+        else if (t->kind == TK_INPUT)
+            widen(g, i, 0, t->last < 0 ? 0 : t->last);
+    }
+    if (g->loss >= 0) {
+        const Tensor *l = &g->t[g->loss];
+        widen(g, g->loss, l->first < 0 ? end : l->first, end);
+    }
+}

@@ -1,0 +1,342 @@
+/* memplan.c — the memory plan: a region and a byte offset for every tensor.
+ *
+ * Persistent regions are packed without padding: params in declaration order
+ * (an llm.c checkpoint is one read), grads in the order of their parameters
+ * (so the grads region mirrors the params region), optstate as all first
+ * moments then all second moments in parameter order (llm.c's m_memory,
+ * v_memory), then any other tensor of the region in id order.
+ *
+ * The arena holds everything else. Its unit of storage is a buffer: a root
+ * tensor, or an in-place chain of roots (output 0 of an op taking the storage
+ * of an input whose last use is that op) over the union of their intervals.
+ * Buffer sizes are rounded up to ALIGN and offsets are multiples of ALIGN.
+ * Several orderings feed one best-fit placer; the smallest arena wins. The
+ * lower bound is the largest total size of buffers live at one step
+ * (docs/plan.md). With g->no_reuse every arena root gets its own storage.
+ */
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "passes.h"
+
+#define ALIGN ((size_t)256)
+
+typedef struct Buf {
+    int first, last;   /* inclusive steps */
+    size_t size;       /* ALIGN-rounded */
+} Buf;
+
+typedef struct Key {   /* sort key: ascending on a, then b, then c, then idx */
+    uint64_t a, b, c;
+    int idx;
+} Key;
+
+static size_t round_up(size_t n) { return (n + ALIGN - 1) / ALIGN * ALIGN; }
+
+static int is_root(const Tensor *t) { return t->view_of < 0; }
+
+/* ------------------------------------------------------------ persistent */
+
+/* Places root t at *end if it is an unplaced root of region r. */
+static void pack(Graph *g, int t, Region r, char *placed, size_t *end)
+{
+    if (t < 0 || placed[t] || !is_root(&g->t[t]) || g->t[t].region != r)
+        return;
+    placed[t] = 1;
+    g->t[t].offset = *end;
+    *end += g->t[t].bytes;
+}
+
+static void plan_persistent(Graph *g, char *placed)
+{
+    size_t end[RG_COUNT] = {0};
+    for (int i = 0; i < g->nparams; i++)
+        pack(g, g->params[i], RG_PARAMS, placed, &end[RG_PARAMS]);
+    for (int i = 0; i < g->nt; i++)
+        pack(g, i, RG_PARAMS, placed, &end[RG_PARAMS]);
+    for (int i = 0; i < g->nparams; i++)
+        pack(g, g->t[g->params[i]].grad, RG_GRADS, placed, &end[RG_GRADS]);
+    for (int i = 0; i < g->nparams; i++)
+        pack(g, g->t[g->params[i]].opt_m, RG_OPTSTATE, placed, &end[RG_OPTSTATE]);
+    for (int i = 0; i < g->nparams; i++)
+        pack(g, g->t[g->params[i]].opt_v, RG_OPTSTATE, placed, &end[RG_OPTSTATE]);
+    for (int i = 0; i < g->nt; i++) {
+        pack(g, i, RG_GRADS, placed, &end[RG_GRADS]);
+        pack(g, i, RG_OPTSTATE, placed, &end[RG_OPTSTATE]);
+    }
+    for (int r = 0; r < RG_ARENA; r++)   /* all live throughout: the bound is the sum */
+        g->region_bytes[r] = g->region_lower_bound[r] = end[r];
+}
+
+/* ------------------------------------------------------------ in-place */
+
+/* 1 when tensor t (an input of op) covers all of root r from byte 0. */
+static int whole_view(const Graph *g, int t, int r)
+{
+    size_t off;
+    return graph_root(g, t, &off) == r && off == 0 && g->t[t].bytes == g->t[r].bytes;
+}
+
+/* The root whose storage output 0 of op (at step s) may take, or -1. */
+static int inplace_parent(const Graph *g, const Op *op, int s)
+{
+    if (op->nout < 1)
+        return -1;
+    int c = op->out[0];
+    const Tensor *ct = &g->t[c];
+    if (!is_root(ct) || ct->region != RG_ARENA || ct->kind == TK_INPUT || ct->first != s)
+        return -1;
+    int loss_root = g->loss >= 0 ? graph_root(g, g->loss, NULL) : -1;
+    for (int i = 0; i < op->nin; i++) {
+        int r = graph_root(g, op->in[i], NULL);
+        const Tensor *rt = &g->t[r];
+        if (r == c || r == loss_root || rt->region != RG_ARENA || rt->last != s ||
+            !whole_view(g, op->in[i], r) || !op_inplace_ok(g, op, i))
+            continue;
+        int clean = 1;   /* no other input reads part of r */
+        for (int j = 0; j < op->nin; j++)
+            if (graph_root(g, op->in[j], NULL) == r && !whole_view(g, op->in[j], r))
+                clean = 0;
+        for (int j = 0; j < op->nout; j++)
+            if (j > 0 && graph_root(g, op->out[j], NULL) == r)
+                clean = 0;
+        if (clean)
+            return r;
+    }
+    return -1;
+}
+
+/* Fills buf_of[t] (buffer index of each live arena root, -1 otherwise) and
+ * the buffers; records in-place chains in inplace_of. Returns the count. */
+static int make_buffers(Graph *g, int *buf_of, Buf *bufs)
+{
+    int n = 0;
+    for (int i = 0; i < g->nt; i++) {
+        Tensor *t = &g->t[i];
+        buf_of[i] = -1;
+        if (!is_root(t) || t->region != RG_ARENA || t->first < 0)
+            continue;
+        buf_of[i] = n;
+        bufs[n++] = (Buf){t->first, t->last, round_up(t->bytes)};
+    }
+    if (g->no_reuse)
+        return n;
+    int *merged = xcalloc((size_t)n, sizeof *merged);
+    for (int s = 0; s < g->nsched; s++) {
+        const Op *op = &g->ops[g->sched[s]];
+        int p = inplace_parent(g, op, s);
+        if (p < 0)
+            continue;
+        int c = op->out[0], bp = buf_of[p], bc = buf_of[c];
+        g->t[c].inplace_of = p;
+        merged[bc] = 1;
+        buf_of[c] = bp;
+        if (bufs[bc].last > bufs[bp].last)
+            bufs[bp].last = bufs[bc].last;
+        if (bufs[bc].size > bufs[bp].size)
+            bufs[bp].size = bufs[bc].size;
+    }
+    /* compact: drop merged buffers, renumber */
+    int *renum = xmalloc((size_t)n * sizeof *renum), m = 0;
+    for (int b = 0; b < n; b++) {
+        renum[b] = merged[b] ? -1 : m;
+        if (!merged[b])
+            bufs[m++] = bufs[b];
+    }
+    for (int i = 0; i < g->nt; i++)
+        if (buf_of[i] >= 0)
+            buf_of[i] = renum[buf_of[i]];
+    free(renum);
+    free(merged);
+    return m;
+}
+
+/* ------------------------------------------------------------ placement */
+
+/* Live bytes per step (profile[0..nsched)); returns the maximum. */
+static size_t live_profile(const Buf *b, int n, int nsched, size_t *profile)
+{
+    long long *d = xcalloc((size_t)nsched + 1, sizeof *d);
+    for (int i = 0; i < n; i++) {
+        d[b[i].first] += (long long)b[i].size;
+        d[b[i].last + 1] -= (long long)b[i].size;
+    }
+    size_t peak = 0;
+    long long run = 0;
+    for (int s = 0; s < nsched; s++) {
+        run += d[s];
+        profile[s] = (size_t)run;
+        if (profile[s] > peak)
+            peak = profile[s];
+    }
+    free(d);
+    return peak;
+}
+
+/* Best fit: places the buffers in `order`, each in the smallest gap between
+ * already placed buffers that are live at the same time as it (or above
+ * them all). placed[] is scratch kept sorted by offset. Returns the top. */
+static size_t place(const Buf *b, int n, const int *order, size_t *off, int *placed)
+{
+    int np = 0;
+    size_t top = 0;
+    for (int k = 0; k < n; k++) {
+        const Buf *x = &b[order[k]];
+        size_t prev = 0, best = SIZE_MAX, bestgap = SIZE_MAX;
+        for (int j = 0; j < np; j++) {
+            const Buf *y = &b[placed[j]];
+            if (y->first > x->last || x->first > y->last)
+                continue;
+            size_t o = off[placed[j]];
+            if (o >= prev + x->size && o - prev < bestgap)
+                bestgap = o - prev, best = prev;
+            if (o + y->size > prev)
+                prev = o + y->size;
+        }
+        if (best == SIZE_MAX)
+            best = prev;
+        off[order[k]] = best;
+        if (best + x->size > top)
+            top = best + x->size;
+        int lo = 0, hi = np;   /* insert after every placed offset <= best */
+        while (lo < hi) {
+            int mid = (lo + hi) / 2;
+            if (off[placed[mid]] <= best)
+                lo = mid + 1;
+            else
+                hi = mid;
+        }
+        memmove(placed + lo + 1, placed + lo, (size_t)(np - lo) * sizeof *placed);
+        placed[lo] = order[k];
+        np++;
+    }
+    return top;
+}
+
+static int key_cmp(const void *pa, const void *pb)
+{
+    const Key *a = pa, *b = pb;
+    if (a->a != b->a) return a->a < b->a ? -1 : 1;
+    if (a->b != b->b) return a->b < b->b ? -1 : 1;
+    if (a->c != b->c) return a->c < b->c ? -1 : 1;
+    return (a->idx > b->idx) - (a->idx < b->idx);
+}
+
+/* Largest profile value over [first, last] for every buffer (sparse table). */
+static void range_max(const Buf *b, int n, const size_t *profile, int S, uint64_t *out)
+{
+    int lg = 1;
+    while ((1 << lg) <= S)
+        lg++;
+    size_t *t = xmalloc((size_t)lg * (size_t)S * sizeof *t);
+    memcpy(t, profile, (size_t)S * sizeof *t);
+    for (int k = 1; k < lg; k++)
+        for (int s = 0; s + (1 << k) <= S; s++) {
+            size_t u = t[(k - 1) * S + s], v = t[(k - 1) * S + s + (1 << (k - 1))];
+            t[k * S + s] = u > v ? u : v;
+        }
+    for (int i = 0; i < n; i++) {
+        int len = b[i].last - b[i].first + 1, k = 0;
+        while ((2 << k) <= len)
+            k++;
+        size_t u = t[k * S + b[i].first], v = t[k * S + b[i].last - (1 << k) + 1];
+        out[i] = u > v ? u : v;
+    }
+    free(t);
+}
+
+enum { H_SIZE, H_BREADTH, H_FIRST, H_LENGTH, H_COUNT };
+
+/* The placement order of heuristic h (see the file comment). */
+static void make_order(const Buf *b, int n, int h, const uint64_t *breadth, Key *keys,
+                       int *order)
+{
+    for (int i = 0; i < n; i++) {
+        uint64_t sz = ~(uint64_t)b[i].size, len = ~(uint64_t)(b[i].last - b[i].first);
+        uint64_t first = (uint64_t)b[i].first;
+        switch (h) {
+        case H_SIZE:    keys[i] = (Key){sz, len, first, i}; break;
+        case H_BREADTH: keys[i] = (Key){~breadth[i], sz, first, i}; break;
+        case H_FIRST:   keys[i] = (Key){first, sz, len, i}; break;
+        default:        keys[i] = (Key){len, sz, first, i}; break;
+        }
+    }
+    qsort(keys, (size_t)n, sizeof *keys, key_cmp);
+    for (int i = 0; i < n; i++)
+        order[i] = keys[i].idx;
+}
+
+/* Offsets of the buffers (off[]) and the arena size. */
+static size_t plan_buffers(const Graph *g, const Buf *b, int n, size_t *off)
+{
+    if (g->no_reuse) {
+        size_t end = 0;
+        for (int i = 0; i < n; i++)
+            off[i] = end, end += b[i].size;
+        return end;
+    }
+    size_t *profile = xmalloc(((size_t)g->nsched + 1) * sizeof *profile);
+    live_profile(b, n, g->nsched, profile);
+    uint64_t *breadth = xmalloc(((size_t)n + 1) * sizeof *breadth);
+    if (n > 0)
+        range_max(b, n, profile, g->nsched, breadth);
+    Key *keys = xmalloc(((size_t)n + 1) * sizeof *keys);
+    int *order = xmalloc(((size_t)n + 1) * sizeof *order);
+    int *scratch = xmalloc(((size_t)n + 1) * sizeof *scratch);
+    size_t *trial = xmalloc(((size_t)n + 1) * sizeof *trial);
+    size_t best = SIZE_MAX;
+    for (int h = 0; h < H_COUNT; h++) {
+        make_order(b, n, h, breadth, keys, order);
+        size_t top = place(b, n, order, trial, scratch);
+        if (top < best) {
+            best = top;
+            memcpy(off, trial, (size_t)n * sizeof *off);
+        }
+    }
+    free(trial);
+    free(scratch);
+    free(order);
+    free(keys);
+    free(breadth);
+    free(profile);
+    return n > 0 ? best : 0;
+}
+
+/* ------------------------------------------------------------ the pass */
+
+void pass_memplan(Graph *g)
+{
+    for (int i = 0; i < g->nt; i++) {
+        g->t[i].inplace_of = -1;
+        g->t[i].offset = 0;
+    }
+    char *placed = xcalloc((size_t)g->nt + 1, 1);
+    plan_persistent(g, placed);
+    free(placed);
+
+    int *buf_of = xmalloc(((size_t)g->nt + 1) * sizeof *buf_of);
+    Buf *bufs = xmalloc(((size_t)g->nt + 1) * sizeof *bufs);
+    int n = make_buffers(g, buf_of, bufs);
+    size_t *profile = xmalloc(((size_t)g->nsched + 1) * sizeof *profile);
+    g->region_lower_bound[RG_ARENA] = live_profile(bufs, n, g->nsched, profile);
+    free(profile);
+    size_t *off = xmalloc(((size_t)n + 1) * sizeof *off);
+    g->region_bytes[RG_ARENA] = plan_buffers(g, bufs, n, off);
+    for (int i = 0; i < g->nt; i++)
+        if (buf_of[i] >= 0)
+            g->t[i].offset = off[buf_of[i]];
+    free(off);
+    free(bufs);
+    free(buf_of);
+
+    for (int i = 0; i < g->nt; i++) {   /* views follow their roots */
+        Tensor *t = &g->t[i];
+        if (is_root(t))
+            continue;
+        size_t o;
+        const Tensor *r = &g->t[graph_root(g, i, &o)];
+        t->region = r->region;
+        t->offset = r->offset + o;
+    }
+}

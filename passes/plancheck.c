@@ -1,0 +1,371 @@
+/* plancheck.c — an independent checker of a finished memory plan.
+ *
+ * Shares no code with liveness.c or memplan.c: it re-derives everything it
+ * needs from the graph and the schedule. A plan is sound when
+ *   1. every tensor that is live (and every persistent root) lies inside its
+ *      region, arena roots are LIVE_ALIGN-aligned;
+ *   2. a view has its root's region, the offset root + view_offset, lies
+ *      inside the tensor it views, and lives within its root's interval;
+ *   3. intervals cover the schedule: each op's inputs and outputs (and the
+ *      tensors above them) are live at its step; persistent roots live for the
+ *      whole schedule, inputs from step 0, the loss to the last step; no op
+ *      accumulates into arena storage that nothing has written yet;
+ *   4. an inplace_of link is one the op at the child's first step allows
+ *      (output 0 over an input whose root is the parent, op_inplace_ok, same
+ *      offset, parent.last == child.first, never the loss);
+ *   5. no two live roots of a region overlap in bytes while their intervals
+ *      intersect, except a child and its in-place parent at the handover step
+ *      (with --no-reuse: no two arena roots overlap at all);
+ *   6. each region's lower bound, recomputed (docs/plan.md), equals
+ *      g->region_lower_bound[] and is <= the region's size.
+ */
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "passes.h"
+
+#define LIVE_ALIGN ((size_t)256)
+
+typedef struct Item { size_t lo, hi; int id; } Item;
+typedef struct Event { int step; int add; size_t bytes; } Event;
+
+static int fail(char *err, size_t errlen, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static int fail(char *err, size_t errlen, const char *fmt, ...)
+{
+    if (err && errlen) {
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(err, errlen, fmt, ap);
+        va_end(ap);
+    }
+    return -1;
+}
+
+static int top_of(const Graph *g, int t, size_t *off)
+{
+    size_t o = 0;
+    for (int guard = 0; g->t[t].view_of >= 0 && guard <= g->nt; guard++) {
+        o += g->t[t].view_offset;
+        t = g->t[t].view_of;
+    }
+    *off = o;
+    return t;
+}
+
+static int live(const Tensor *t) { return t->first >= 0 && t->last >= t->first; }
+
+static int overlap_time(const Tensor *a, const Tensor *b)
+{
+    return a->first <= b->last && b->first <= a->last;
+}
+
+/* 1 and 2: placement of each tensor. */
+static int check_places(const Graph *g, char *err, size_t errlen)
+{
+    for (int i = 0; i < g->nt; i++) {
+        const Tensor *t = &g->t[i];
+        if ((unsigned)t->region >= RG_COUNT)
+            return fail(err, errlen, "tensor %s: bad region %d", t->name, (int)t->region);
+        int persistent = t->region != RG_ARENA;
+        if ((live(t) || persistent) &&
+            (t->offset > g->region_bytes[t->region] ||
+             t->bytes > g->region_bytes[t->region] - t->offset))
+            return fail(err, errlen, "tensor %s: [%zu, %zu) outside region %s of %zu bytes",
+                        t->name, t->offset, t->offset + t->bytes, region_name(t->region),
+                        g->region_bytes[t->region]);
+        if (t->view_of < 0) {
+            if (!persistent && live(t) && t->offset % LIVE_ALIGN)
+                return fail(err, errlen, "tensor %s: arena offset %zu not %zu-aligned",
+                            t->name, t->offset, LIVE_ALIGN);
+            continue;
+        }
+        if (t->view_of >= g->nt || t->view_of == i)
+            return fail(err, errlen, "view %s: bad view_of %d", t->name, t->view_of);
+        const Tensor *p = &g->t[t->view_of];
+        size_t off;
+        const Tensor *r = &g->t[top_of(g, i, &off)];
+        if (r->view_of >= 0)
+            return fail(err, errlen, "view %s: view_of chain has a cycle", t->name);
+        if (t->region != r->region)
+            return fail(err, errlen, "view %s in %s but its root %s in %s", t->name,
+                        region_name(t->region), r->name, region_name(r->region));
+        if (t->offset != r->offset + off)
+            return fail(err, errlen, "view %s: offset %zu, expected root %s at %zu + %zu",
+                        t->name, t->offset, r->name, r->offset, off);
+        if (t->view_offset > p->bytes || t->bytes > p->bytes - t->view_offset)
+            return fail(err, errlen, "view %s: bytes [%zu, %zu) outside %s (%zu bytes)",
+                        t->name, t->view_offset, t->view_offset + t->bytes, p->name, p->bytes);
+        if (live(t) && !(live(r) && r->first <= t->first && t->last <= r->last))
+            return fail(err, errlen, "view %s live [%d, %d] outside root %s [%d, %d]",
+                        t->name, t->first, t->last, r->name, r->first, r->last);
+    }
+    return 0;
+}
+
+static int covers(const Graph *g, int t, int s, const char *what, const Op *op, char *err,
+                  size_t errlen)
+{
+    for (int guard = 0; t >= 0 && guard <= g->nt; guard++, t = g->t[t].view_of) {
+        const Tensor *x = &g->t[t];
+        if (!(x->first <= s && s <= x->last))
+            return fail(err, errlen, "tensor %s (%s of op %s at step %d) live only [%d, %d]",
+                        x->name, what, op->name, s, x->first, x->last);
+    }
+    return 0;
+}
+
+/* 3b: reused storage holds garbage, so an arena tensor is written (not
+ * accumulated into) before any op accumulates into it: some earlier op wrote
+ * a tensor of the same root without accumulating. */
+static int check_first_writes(const Graph *g, char *err, size_t errlen)
+{
+    char *written = calloc((size_t)g->nt + 1, 1);
+    if (!written)
+        IR_BUG("out of memory");
+    int rc = 0;
+    for (int s = 0; s < g->nsched && !rc; s++) {
+        const Op *op = &g->ops[g->sched[s]];
+        for (int j = 0; j < op->nout && !rc; j++) {
+            size_t off;
+            int r = top_of(g, op->out[j], &off);
+            if (g->t[r].region != RG_ARENA)
+                continue;
+            if (!(op->acc >> j & 1))
+                written[r] = 1;
+            else if (!written[r])
+                rc = fail(err, errlen, "op %s at step %d accumulates into %s before anything "
+                          "writes it", op->name, s, g->t[op->out[j]].name);
+        }
+    }
+    free(written);
+    return rc;
+}
+
+/* 3: the intervals cover every use. */
+static int check_intervals(const Graph *g, char *err, size_t errlen)
+{
+    for (int s = 0; s < g->nsched; s++) {
+        if (g->sched[s] < 0 || g->sched[s] >= g->nops)
+            return fail(err, errlen, "schedule step %d: bad op id %d", s, g->sched[s]);
+        const Op *op = &g->ops[g->sched[s]];
+        for (int i = 0; i < op->nin; i++)
+            if (covers(g, op->in[i], s, "input", op, err, errlen))
+                return -1;
+        for (int i = 0; i < op->nout; i++)
+            if (covers(g, op->out[i], s, "output", op, err, errlen))
+                return -1;
+    }
+    if (g->nsched == 0)
+        return 0;
+    int end = g->nsched - 1;
+    for (int i = 0; i < g->nt; i++) {
+        const Tensor *t = &g->t[i];
+        if (t->view_of >= 0)
+            continue;
+        if (t->region != RG_ARENA && (t->first != 0 || t->last != end))
+            return fail(err, errlen, "persistent %s live [%d, %d], not [0, %d]", t->name,
+                        t->first, t->last, end);
+        if (t->region == RG_ARENA && t->kind == TK_INPUT && t->first != 0)
+            return fail(err, errlen, "input %s first live at step %d, not 0", t->name,
+                        t->first);
+    }
+    if (g->loss >= 0) {
+        size_t off;
+        const Tensor *r = &g->t[top_of(g, g->loss, &off)];
+        if (r->last != end)
+            return fail(err, errlen, "loss %s live until step %d, not %d", r->name, r->last,
+                        end);
+    }
+    return 0;
+}
+
+/* 1 when op reads, as input i allowed in place, a view of `parent` that
+ * covers it all from byte 0. */
+static int op_allows(const Graph *g, const Op *op, int parent)
+{
+    for (int i = 0; i < op->nin; i++) {
+        size_t off;
+        int r = top_of(g, op->in[i], &off);
+        if (r == parent && off == 0 && g->t[op->in[i]].bytes == g->t[r].bytes &&
+            op_inplace_ok(g, op, i))
+            return 1;
+    }
+    return 0;
+}
+
+/* 4: in-place links. */
+static int check_inplace(const Graph *g, char *err, size_t errlen)
+{
+    size_t off;
+    int loss_root = g->loss >= 0 ? top_of(g, g->loss, &off) : -1;
+    for (int i = 0; i < g->nt; i++) {
+        const Tensor *c = &g->t[i];
+        if (c->inplace_of < 0)
+            continue;
+        if (g->no_reuse)
+            return fail(err, errlen, "tensor %s in place of another under --no-reuse", c->name);
+        if (c->inplace_of >= g->nt || c->inplace_of == i)
+            return fail(err, errlen, "tensor %s: bad inplace_of %d", c->name, c->inplace_of);
+        const Tensor *p = &g->t[c->inplace_of];
+        if (c->view_of >= 0 || p->view_of >= 0 || c->region != RG_ARENA ||
+            p->region != RG_ARENA)
+            return fail(err, errlen, "in place %s over %s: both must be arena roots", c->name,
+                        p->name);
+        if (c->inplace_of == loss_root)
+            return fail(err, errlen, "in place %s over the loss %s", c->name, p->name);
+        if (!live(c) || !live(p) || p->last != c->first)
+            return fail(err, errlen, "in place %s [%d, %d] over %s [%d, %d]: parent must end "
+                        "where the child starts", c->name, c->first, c->last, p->name,
+                        p->first, p->last);
+        if (c->offset != p->offset)
+            return fail(err, errlen, "in place %s at %zu but parent %s at %zu", c->name,
+                        c->offset, p->name, p->offset);
+        if (c->first >= g->nsched)
+            return fail(err, errlen, "in place %s: step %d past the schedule", c->name, c->first);
+        const Op *op = &g->ops[g->sched[c->first]];
+        if (op->nout < 1 || op->out[0] != i || !op_allows(g, op, c->inplace_of))
+            return fail(err, errlen, "in place %s over %s: op %s at step %d does not allow it",
+                        c->name, p->name, op->name, c->first);
+    }
+    return 0;
+}
+
+static int item_cmp(const void *a, const void *b)
+{
+    const Item *x = a, *y = b;
+    if (x->lo != y->lo)
+        return x->lo < y->lo ? -1 : 1;
+    return (x->id > y->id) - (x->id < y->id);
+}
+
+static int handover(const Graph *g, int a, int b)
+{
+    const Tensor *x = &g->t[a], *y = &g->t[b];
+    return (y->inplace_of == a && x->last == y->first) ||
+           (x->inplace_of == b && y->last == x->first);
+}
+
+/* 5: no overlap in bytes and steps (sorted by offset, each against the ones
+ * that start inside it). */
+static int check_overlap(const Graph *g, Region r, Item *items, char *err, size_t errlen)
+{
+    int n = 0;
+    for (int i = 0; i < g->nt; i++) {
+        const Tensor *t = &g->t[i];
+        if (t->view_of < 0 && t->region == r && (live(t) || r != RG_ARENA) && t->bytes > 0)
+            items[n++] = (Item){t->offset, t->offset + t->bytes, i};
+    }
+    qsort(items, (size_t)n, sizeof *items, item_cmp);
+    int strict = r == RG_ARENA ? g->no_reuse : 1;
+    for (int i = 0; i < n; i++)
+        for (int j = i + 1; j < n && items[j].lo < items[i].hi; j++) {
+            const Tensor *a = &g->t[items[i].id], *b = &g->t[items[j].id];
+            if (strict || (overlap_time(a, b) && !handover(g, a->id, b->id)))
+                return fail(err, errlen, "%s: %s [%zu, %zu) steps [%d, %d] overlaps %s "
+                            "[%zu, %zu) steps [%d, %d]", region_name(r), a->name,
+                            items[i].lo, items[i].hi, a->first, a->last, b->name,
+                            items[j].lo, items[j].hi, b->first, b->last);
+        }
+    return 0;
+}
+
+static int event_cmp(const void *a, const void *b)
+{
+    const Event *x = a, *y = b;
+    if (x->step != y->step)
+        return x->step < y->step ? -1 : 1;
+    return x->add - y->add;   /* releases (step last+1) before allocations */
+}
+
+/* 6: the arena bound: in-place chains merged into one storage over the union
+ * of their intervals, sizes rounded up, the largest live total at a step. */
+static size_t arena_bound(const Graph *g, int *head, Event *ev)
+{
+    for (int i = 0; i < g->nt; i++) {
+        int h = i, guard = 0;
+        while (g->t[h].inplace_of >= 0 && guard++ <= g->nt)
+            h = g->t[h].inplace_of;
+        head[i] = h;
+    }
+    int *first = malloc(((size_t)g->nt + 1) * sizeof *first);
+    int *last = malloc(((size_t)g->nt + 1) * sizeof *last);
+    size_t *size = calloc((size_t)g->nt + 1, sizeof *size);
+    if (!first || !last || !size)
+        IR_BUG("out of memory");
+    for (int i = 0; i < g->nt; i++)
+        first[i] = -1, last[i] = -2;
+    for (int i = 0; i < g->nt; i++) {
+        const Tensor *t = &g->t[i];
+        if (t->view_of >= 0 || t->region != RG_ARENA || !live(t))
+            continue;
+        int h = head[i];
+        size_t sz = (t->bytes + LIVE_ALIGN - 1) / LIVE_ALIGN * LIVE_ALIGN;
+        if (first[h] < 0 || t->first < first[h])
+            first[h] = t->first;
+        if (t->last > last[h])
+            last[h] = t->last;
+        if (sz > size[h])
+            size[h] = sz;
+    }
+    int n = 0;
+    for (int h = 0; h < g->nt; h++)
+        if (first[h] >= 0) {
+            ev[n++] = (Event){first[h], 1, size[h]};
+            ev[n++] = (Event){last[h] + 1, 0, size[h]};
+        }
+    qsort(ev, (size_t)n, sizeof *ev, event_cmp);
+    size_t cur = 0, peak = 0;
+    for (int i = 0; i < n; i++) {
+        cur = ev[i].add ? cur + ev[i].bytes : cur - ev[i].bytes;
+        if (cur > peak)
+            peak = cur;
+    }
+    free(first);
+    free(last);
+    free(size);
+    return peak;
+}
+
+static int check_bounds(const Graph *g, int *head, Event *ev, char *err, size_t errlen)
+{
+    size_t lb[RG_COUNT] = {0};
+    for (int i = 0; i < g->nt; i++)
+        if (g->t[i].view_of < 0 && g->t[i].region != RG_ARENA)
+            lb[g->t[i].region] += g->t[i].bytes;
+    lb[RG_ARENA] = arena_bound(g, head, ev);
+    for (int r = 0; r < RG_COUNT; r++) {
+        if (lb[r] != g->region_lower_bound[r])
+            return fail(err, errlen, "region %s: lower bound %zu, recomputed %zu",
+                        region_name((Region)r), g->region_lower_bound[r], lb[r]);
+        if (g->region_bytes[r] < lb[r])
+            return fail(err, errlen, "region %s: %zu bytes, below its lower bound %zu",
+                        region_name((Region)r), g->region_bytes[r], lb[r]);
+    }
+    return 0;
+}
+
+int plan_check(const Graph *g, char *err, size_t errlen)
+{
+    if (err && errlen)
+        err[0] = 0;
+    if (check_places(g, err, errlen) || check_intervals(g, err, errlen) ||
+        check_first_writes(g, err, errlen) || check_inplace(g, err, errlen))
+        return -1;
+    size_t n = (size_t)g->nt + 1;
+    Item *items = malloc(n * sizeof *items);
+    int *head = malloc(n * sizeof *head);
+    Event *ev = malloc(2 * n * sizeof *ev);
+    if (!items || !head || !ev)
+        IR_BUG("out of memory");
+    int rc = 0;
+    for (int r = 0; r < RG_COUNT && !rc; r++)
+        rc = check_overlap(g, (Region)r, items, err, errlen);
+    if (!rc)
+        rc = check_bounds(g, head, ev, err, errlen);
+    free(items);
+    free(head);
+    free(ev);
+    return rc;
+}
