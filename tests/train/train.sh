@@ -1,0 +1,92 @@
+#!/bin/sh
+# End-to-end: compile models/gpt2.graph (tiny) for the CPU and train.
+# usage: train.sh GCOMPILE GRAPH WORKDIR CHECK
+#   CHECK: falling | rerun | noreuse | poison | schedules | gradcheck | ckpt | badfiles
+set -u
+gc=$1 graph=$2 dir=$3 check=$4
+mkdir -p "$dir"
+cd "$dir" || exit 1
+export OMP_NUM_THREADS=2
+fail() { echo "FAIL: $*"; exit 1; }
+compile() {  # compile OUT [gcompile args...]
+    out=$1; shift
+    "$gc" "$graph" --config tiny --target cpu -o "$out" "$@" || fail "gcompile $*"
+}
+losses() {  # losses PROGRAM [args...] -> one loss per line
+    prog=$1; shift
+    "./$prog" --threads 2 "$@" | sed -n 's/^step *[0-9]*\/[0-9]* | loss \([^ ]*\) .*/\1/p'
+}
+case "$check" in
+falling)   # 30 steps on the built-in corpus: the loss falls clearly
+    compile t_$check
+    losses t_$check --steps 30 --lr 1e-3 >l.txt
+    [ "$(wc -l <l.txt)" -eq 30 ] || fail "expected 30 losses"
+    awk 'NR <= 3 { a += $1 } NR > 27 { b += $1 } END { printf "first3 %.4f last3 %.4f\n", a/3, b/3;
+         exit !(a/3 - b/3 > 0.5) }' l.txt || fail "loss did not fall by 0.5"
+    ;;
+rerun)     # same seed and thread count: bit-identical losses
+    compile t_$check
+    losses t_$check --steps 8 --seed 7 >a.txt
+    losses t_$check --steps 8 --seed 7 >b.txt
+    losses t_$check --steps 8 --seed 8 >c.txt
+    cmp -s a.txt b.txt || fail "reruns differ"
+    cmp -s a.txt c.txt && fail "another seed gave the same losses"
+    ;;
+noreuse)   # the planned program and the every-tensor-its-own-storage one agree bit for bit
+    compile t_plan
+    compile t_noreuse --no-reuse
+    losses t_plan --steps 8 >a.txt
+    losses t_noreuse --steps 8 >b.txt
+    cmp -s a.txt b.txt || { paste a.txt b.txt; fail "--no-reuse losses differ"; }
+    ;;
+poison)    # NaN-poisoned buffers at the end of each lifetime: still the same losses
+    compile t_plan
+    compile t_poison --poison
+    grep -q gc_poison t_poison 2>/dev/null || true
+    losses t_plan --steps 8 >a.txt
+    losses t_poison --steps 8 >b.txt
+    grep -qi nan b.txt && fail "NaN loss with --poison"
+    cmp -s a.txt b.txt || { paste a.txt b.txt; fail "--poison losses differ"; }
+    ;;
+schedules) # plain and fused-opt schedules compute the same step
+    compile t_plain --schedule plain
+    compile t_fused --schedule fused-opt
+    losses t_plain --steps 8 >a.txt
+    losses t_fused --steps 8 >b.txt
+    cmp -s a.txt b.txt || { paste a.txt b.txt; fail "schedules differ"; }
+    ;;
+gradcheck) # analytic gradients of the whole tiny GPT-2 against finite differences
+    compile t_$check
+    ./t_$check --threads 2 --gradcheck 48 || fail "gradcheck"
+    ;;
+ckpt)      # --save then --init: the same parameters come back
+    compile t_$check
+    ./t_$check --steps 3 --save a.bin >/dev/null || fail "save"
+    ./t_$check --steps 0 --init a.bin --save b.bin >/dev/null || fail "init"
+    cmp -s a.bin b.bin || fail "checkpoint round trip changed the parameters"
+    [ "$(stat -c %s a.bin)" -eq $((1024 + 4 * 120576)) ] || fail "checkpoint size"
+    ;;
+badfiles)  # bad checkpoints and shards: one-line error naming the file, exit 1
+    compile t_$check
+    "$gc" "$graph" --config tiny -D C=32 --target cpu -o t_other || fail "gcompile C=32"
+    ./t_other --steps 1 --save other.bin >/dev/null || fail "save other"
+    ./t_$check --steps 1 --save good.bin >/dev/null || fail "save good"
+    expect_error() {  # expect_error PATTERN ARGS...
+        pat=$1; shift
+        ./t_$check "$@" >out.txt 2>err.txt
+        rc=$?
+        [ "$rc" -eq 1 ] || fail "$*: exit $rc"
+        [ "$(grep -c '^error: ' err.txt)" -eq 1 ] || { cat err.txt; fail "$*: not one error line"; }
+        grep -q -- "$pat" err.txt || { cat err.txt; fail "$*: error lacks '$pat'"; }
+    }
+    expect_error "other.bin: offset 24: header has C = 32" --init other.bin
+    head -c 3000 good.bin >trunc.bin
+    expect_error "trunc.bin" --init trunc.bin
+    printf 'garbage garbage garbage' >junk.bin
+    expect_error "junk.bin" --init junk.bin
+    expect_error "junk.bin" --data junk.bin
+    expect_error "missing.bin" --data missing.bin
+    ;;
+*) fail "unknown check $check" ;;
+esac
+echo "ok: $check"
