@@ -63,13 +63,54 @@ static int build_cpu(const char *src, const char *exe, const DriverOptions *o)
     return rc;
 }
 
+static const char *runtime_host_lib(void)
+{
+    const char *d = getenv("GCOMPILE_RUNTIME_HOST_LIB");
+    return d && *d ? d : GC_RUNTIME_HOST_LIB;
+}
+
+/* nvcc for every architecture of --gpu-arch, with the CUDA runtime sources */
+static int build_cuda(const char *src, const char *exe, const DriverOptions *o)
+{
+    char *argv[64];
+    int n = 0;
+    char *tofree[32];
+    int nfree = 0;
+#define KEEP(s) (tofree[nfree++] = (s))
+    argv[n++] = KEEP(xstrdup(o->nvcc));
+    argv[n++] = "-O3";
+    argv[n++] = "-std=c++17";
+    argv[n++] = "-w";
+    char *arch = xstrdup(o->gpu_arch);
+    KEEP(arch);
+    for (char *a = strtok(arch, ","); a && n < 40 && nfree < 28; a = strtok(NULL, ",")) {
+        argv[n++] = "-gencode";
+        argv[n++] = KEEP(xasprintf("arch=compute_%s,code=%s", a + 3, a));
+    }
+    argv[n++] = KEEP(xasprintf("-I%s", runtime_dir()));
+    argv[n++] = KEEP(xasprintf("-I%s/cuda", runtime_dir()));
+    argv[n++] = "-o";
+    argv[n++] = (char *)exe;
+    argv[n++] = (char *)src;
+    argv[n++] = KEEP(xasprintf("%s/cuda/kernels_cuda.cu", runtime_dir()));
+    argv[n++] = KEEP(xasprintf("%s/cuda/device_cuda.cu", runtime_dir()));
+    argv[n++] = (char *)runtime_host_lib();
+    argv[n++] = "-lcublasLt";
+    argv[n++] = "-lcublas";
+    argv[n++] = "-Xcompiler";
+    argv[n++] = "-fopenmp";
+    argv[n++] = "-lm";
+    argv[n] = NULL;
+#undef KEEP
+    int rc = run_command(argv, o->verbose);
+    for (int i = 0; i < nfree; i++)
+        free(tofree[i]);
+    return rc;
+}
+
 int driver_build(const Graph *g, const DriverOptions *o)
 {
-    if (strcmp(o->emit.target, "cpu") != 0) {
-        fprintf(stderr, "gcompile: error: building for --target %s is not implemented yet "
-                        "(use --target cpu, or --emit cuda for the source)\n", o->emit.target);
-        return 1;
-    }
+    int cuda = !strcmp(o->emit.target, "cuda");
     const char *out = o->output ? o->output : "train";
     const char *tmpdir = getenv("TMPDIR");
     char *dir = xasprintf("%s/gcompile.XXXXXX", tmpdir && *tmpdir ? tmpdir : "/tmp");
@@ -78,7 +119,7 @@ int driver_build(const Graph *g, const DriverOptions *o)
         free(dir);
         return 1;
     }
-    char *src = xasprintf("%s/train.c", dir);
+    char *src = xasprintf("%s/train.%s", dir, cuda ? "cu" : "c");
     char *exe = xasprintf("%s/train", dir);
     int rc = 1;
     FILE *f = fopen(src, "w");
@@ -86,13 +127,17 @@ int driver_build(const Graph *g, const DriverOptions *o)
         fprintf(stderr, "gcompile: error: cannot write '%s': %s\n", src, strerror(errno));
         goto cleanup;
     }
-    emit_c(f, g, &o->emit);
+    if (cuda)
+        emit_cuda(f, g, &o->emit);
+    else
+        emit_c(f, g, &o->emit);
     if (fclose(f) != 0) {
         fprintf(stderr, "gcompile: error: cannot write '%s'\n", src);
         goto cleanup;
     }
-    if (build_cpu(src, exe, o) != 0) {
-        fprintf(stderr, "gcompile: error: the C compiler failed on the generated program (kept in %s)\n", dir);
+    if ((cuda ? build_cuda(src, exe, o) : build_cpu(src, exe, o)) != 0) {
+        fprintf(stderr, "gcompile: error: the %s compiler failed on the generated program (kept in %s)\n",
+                cuda ? "CUDA" : "C", dir);
         free(src);
         free(exe);
         free(dir);

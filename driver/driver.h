@@ -20,6 +20,8 @@ typedef struct DriverOptions {
     ScheduleKind schedule;
     int no_reuse, gpus, verbose;
     const char *cc;
+    const char *nvcc;
+    const char *gpu_arch;    /* "sm_80,sm_90" */
 } DriverOptions;
 
 /* ---------------------------------------------------------------- output.c */

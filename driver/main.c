@@ -40,7 +40,9 @@ static void usage(FILE *f)
         "      --no-reuse         every tensor gets its own storage (baseline plan)\n"
         "      --poison           emitted program fills each buffer with NaN when its\n"
         "                         lifetime ends (debugging plans)\n"
+        "      --gpu-arch LIST    CUDA architectures to build for (default: sm_80,sm_90)\n"
         "      --cc CMD           C compiler for --target cpu (default: cc)\n"
+        "      --nvcc CMD         CUDA compiler for --target cuda (default: nvcc)\n"
         "  -v, --verbose          show the build command and pass timings\n"
         "  -h, --help             this text\n"
         "      --version          print the version\n",
@@ -72,14 +74,15 @@ static const char *const emit_kinds[] = {"ir", "summary", "c", "cuda", "plan", "
 static int parse_args(int argc, char **argv, DriverOptions *o)
 {
     enum { O_CONFIG = 256, O_TARGET, O_PRECISION, O_MEM, O_GPUS, O_EMIT, O_NOREUSE, O_VERSION,
-           O_SCHEDULE, O_POISON, O_CC };
+           O_SCHEDULE, O_POISON, O_CC, O_NVCC, O_ARCH };
     static const struct option longopts[] = {
         {"output", required_argument, 0, 'o'}, {"config", required_argument, 0, O_CONFIG},
         {"target", required_argument, 0, O_TARGET}, {"precision", required_argument, 0, O_PRECISION},
         {"mem", required_argument, 0, O_MEM}, {"gpus", required_argument, 0, O_GPUS},
         {"emit", required_argument, 0, O_EMIT}, {"no-reuse", no_argument, 0, O_NOREUSE},
         {"schedule", required_argument, 0, O_SCHEDULE}, {"poison", no_argument, 0, O_POISON},
-        {"cc", required_argument, 0, O_CC}, {"verbose", no_argument, 0, 'v'},
+        {"cc", required_argument, 0, O_CC}, {"nvcc", required_argument, 0, O_NVCC},
+        {"gpu-arch", required_argument, 0, O_ARCH}, {"verbose", no_argument, 0, 'v'},
         {"help", no_argument, 0, 'h'}, {"version", no_argument, 0, O_VERSION}, {0, 0, 0, 0},
     };
     int c;
@@ -158,6 +161,20 @@ static int parse_args(int argc, char **argv, DriverOptions *o)
             break;
         case O_POISON: o->emit.poison = 1; break;
         case O_CC: o->cc = optarg; break;
+        case O_NVCC: o->nvcc = optarg; break;
+        case O_ARCH:
+            for (const char *p = optarg; *p; p++)
+                if (!(isalnum((unsigned char)*p) || *p == '_' || *p == ',')) {
+                    fprintf(stderr, "gcompile: error: --gpu-arch expects a list such as sm_80,sm_90, got '%s'\n",
+                            optarg);
+                    return 1;
+                }
+            if (strncmp(optarg, "sm_", 3) != 0) {
+                fprintf(stderr, "gcompile: error: --gpu-arch expects a list such as sm_80,sm_90, got '%s'\n", optarg);
+                return 1;
+            }
+            o->gpu_arch = optarg;
+            break;
         case 'v': o->verbose = 1; break;
         case 'h': usage(stdout); exit(0);
         case O_VERSION: printf("gcompile %s\n", GC_VERSION); exit(0);
@@ -205,7 +222,8 @@ static double now_ms(void)
 int main(int argc, char **argv)
 {
     DriverOptions o = {
-        .output = NULL, .schedule = SCHED_FUSED_OPT, .gpus = 1, .cc = "cc",
+        .output = NULL, .schedule = SCHED_FUSED_OPT, .gpus = 1, .cc = "cc", .nvcc = "nvcc",
+        .gpu_arch = "sm_80,sm_90",
         .emit = {.target = "cpu", .precision = "fp32"},
     };
     if (parse_args(argc, argv, &o))
@@ -226,6 +244,9 @@ int main(int argc, char **argv)
         goto done;
     ir_verify(g);
     PASS(&o, "schedule", pass_schedule(g, o.schedule));
+    int cuda = !strcmp(o.emit.target, "cuda") || (o.emit_kind && !strcmp(o.emit_kind, "cuda"));
+    if (cuda)
+        pass_workspace(g, (size_t)32 << 20);   /* cuBLASLt + reductions (gc_cuda.h) */
     ir_verify(g);
     PASS(&o, "liveness", fill_liveness(g));
     PASS(&o, "memplan", pass_memplan(g));

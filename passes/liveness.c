@@ -10,7 +10,9 @@
  *   - arena inputs (TK_INPUT) are live from step 0 (the host writes them
  *     before the step runs);
  *   - the loss (and its root) is live until the last step (the host reads it
- *     after the step).
+ *     after the step);
+ *   - an arena workspace that no op names (the runtime's scratch, such as the
+ *     cuBLASLt workspace) is live for the whole schedule.
  * Tensors that nothing uses keep first = last = -1.
  */
 #include "passes.h"
@@ -56,6 +58,8 @@ void fill_liveness(Graph *g)
             t->first = 0, t->last = end;
         else if (t->kind == TK_INPUT)
             widen(g, i, 0, t->last < 0 ? 0 : t->last);
+        else if (t->kind == TK_WORKSPACE && t->first < 0)
+            widen(g, i, 0, end);
     }
     if (g->loss >= 0) {
         const Tensor *l = &g->t[g->loss];

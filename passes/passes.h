@@ -24,6 +24,12 @@
  * no `minimize` statement. */
 void pass_autodiff(Graph *g);
 
+/* ---------------------------------------------------------------- workspace.c */
+/* Adds the runtime scratch the target needs as a planned arena tensor named
+ * "runtime.workspace" (live for the whole step): the CUDA target's cuBLASLt
+ * and reduction workspace. Nothing for bytes == 0. */
+void pass_workspace(Graph *g, size_t bytes);
+
 /* ---------------------------------------------------------------- schedule.c */
 typedef enum ScheduleKind {
     SCHED_PLAIN,      /* forward, backward, then every optimizer op */
