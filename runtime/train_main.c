@@ -473,8 +473,13 @@ static int prepare_params(state *st)
 static void alloc_regions(state *st)
 {
     const gc_program *p = st->prog;
+    size_t before = gc_device_free_bytes();
     for (int r = 0; r < GC_NREGIONS; r++)
         st->ctx.region[r] = p->region_bytes[r] ? gc_device_alloc(p->region_bytes[r]) : NULL;
+    size_t after = gc_device_free_bytes();
+    if (before > 0)     /* a device that reports free memory: planned vs measured */
+        printf("device memory: planned %zu bytes, measured %zu bytes (free memory before - after allocating)\n",
+               total_region_bytes(p), before - after);
     if (p->nparam_elems)
         gc_device_upload(st->ctx.region[GC_REGION_PARAMS], st->params, (size_t)p->nparam_elems * 4);
     st->ctx.lr = st->o.lr, st->ctx.beta1 = st->o.beta1, st->ctx.beta2 = st->o.beta2;
