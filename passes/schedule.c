@@ -36,6 +36,97 @@ static void last_touch(const Graph *g, const int *order, int n, int *last_of_par
     free(owner);
 }
 
+/* appends dependency edge a -> b (op ids) */
+typedef struct Deps { int *head, *next, *to, n, cap; int *indeg; } Deps;
+
+static void add_edge(Deps *d, int a, int b)
+{
+    if (a < 0 || a == b)
+        return;
+    if (d->n == d->cap) {
+        d->cap = d->cap ? 2 * d->cap : 1024;
+        d->next = xrealloc(d->next, (size_t)d->cap * sizeof(int));
+        d->to = xrealloc(d->to, (size_t)d->cap * sizeof(int));
+    }
+    d->to[d->n] = b;
+    d->next[d->n] = d->head[a];
+    d->head[a] = d->n++;
+    d->indeg[b]++;
+}
+
+/* Orders ops[0..n) (ids, ascending) topologically; writes the order to out. */
+static void topo_order(const Graph *g, const int *ops, int n, int *out)
+{
+    Deps d = {0};
+    d.head = xmalloc((size_t)g->nops * sizeof(int));
+    d.indeg = xcalloc((size_t)g->nops, sizeof(int));
+    for (int o = 0; o < g->nops; o++)
+        d.head[o] = -1;
+    /* per storage root: the last writer and the readers since it */
+    int *last_w = xmalloc((size_t)g->nt * sizeof(int));
+    int **readers = xcalloc((size_t)g->nt, sizeof(int *));
+    int *nreaders = xcalloc((size_t)g->nt, sizeof(int));
+    for (int t = 0; t < g->nt; t++)
+        last_w[t] = -1;
+    for (int k = 0; k < n; k++) {
+        const Op *op = &g->ops[ops[k]];
+        for (int i = 0; i < op->nin; i++) {
+            int r = graph_root(g, op->in[i], NULL);
+            add_edge(&d, last_w[r], op->id);
+            readers[r] = xrealloc(readers[r], (size_t)(nreaders[r] + 1) * sizeof(int));
+            readers[r][nreaders[r]++] = op->id;
+        }
+        for (int i = 0; i < op->nout; i++) {
+            int r = graph_root(g, op->out[i], NULL);
+            add_edge(&d, last_w[r], op->id);
+            for (int j = 0; j < nreaders[r]; j++)
+                add_edge(&d, readers[r][j], op->id);
+            nreaders[r] = 0;
+            last_w[r] = op->id;
+        }
+    }
+    /* Kahn's algorithm, smallest ready id first (a binary heap) */
+    int *heap = xmalloc((size_t)(n + 1) * sizeof(int)), nh = 0, nout = 0;
+    char *member = xcalloc((size_t)g->nops, 1);
+    for (int k = 0; k < n; k++)
+        member[ops[k]] = 1;
+#define PUSH(x) do { int i_ = nh++; heap[i_] = (x); \
+        while (i_ && heap[(i_ - 1) / 2] > heap[i_]) { int p_ = (i_ - 1) / 2, t_ = heap[p_]; \
+            heap[p_] = heap[i_]; heap[i_] = t_; i_ = p_; } } while (0)
+    for (int k = 0; k < n; k++)
+        if (d.indeg[ops[k]] == 0)
+            PUSH(ops[k]);
+    while (nh) {
+        int top = heap[0];
+        heap[0] = heap[--nh];
+        for (int i = 0;;) {     /* sift down */
+            int l = 2 * i + 1, r = l + 1, m = i;
+            if (l < nh && heap[l] < heap[m]) m = l;
+            if (r < nh && heap[r] < heap[m]) m = r;
+            if (m == i) break;
+            int t = heap[m]; heap[m] = heap[i]; heap[i] = t; i = m;
+        }
+        out[nout++] = top;
+        for (int e = d.head[top]; e >= 0; e = d.next[e])
+            if (member[d.to[e]] && --d.indeg[d.to[e]] == 0)
+                PUSH(d.to[e]);
+    }
+#undef PUSH
+    if (nout != n)
+        IR_BUG("schedule: dependency cycle (%d of %d ops ordered)", nout, n);
+    for (int t = 0; t < g->nt; t++)
+        free(readers[t]);
+    free(readers);
+    free(nreaders);
+    free(last_w);
+    free(heap);
+    free(member);
+    free(d.head);
+    free(d.indeg);
+    free(d.next);
+    free(d.to);
+}
+
 void pass_schedule(Graph *g, ScheduleKind kind)
 {
     free(g->sched);
@@ -43,10 +134,13 @@ void pass_schedule(Graph *g, ScheduleKind kind)
     g->nsched = 0;
     int *fb = xmalloc((size_t)g->nops * sizeof(int)), nfb = 0;
     int *opt = xmalloc((size_t)g->nops * sizeof(int)), nopt = 0;
-    for (Phase ph = PH_FWD; ph <= PH_BWD; ph++)
-        for (int o = 0; o < g->nops; o++)
-            if (g->ops[o].phase == ph)
-                fb[nfb++] = o;
+    for (int o = 0; o < g->nops; o++)
+        if (g->ops[o].phase == PH_FWD || g->ops[o].phase == PH_BWD)
+            fb[nfb++] = o;
+    int *ordered = xmalloc((size_t)(nfb ? nfb : 1) * sizeof(int));
+    topo_order(g, fb, nfb, ordered);
+    free(fb);
+    fb = ordered;
     for (int o = 0; o < g->nops; o++)
         if (g->ops[o].phase == PH_OPT)
             opt[nopt++] = o;
