@@ -8,8 +8,8 @@
 void emit_tensor_ptr(FILE *f, const Graph *g, int t)
 {
     const Tensor *x = &g->t[t];
-    fprintf(f, "((%s *)(ctx->region[%d] + %zu))", x->dtype == DT_I32 ? "int32_t" : "float", (int)x->region,
-            x->offset);
+    static const char *const ctype[] = {"float", "gc_bf16", "int32_t"};
+    fprintf(f, "((%s *)(ctx->region[%d] + %zu))", ctype[x->dtype], (int)x->region, x->offset);
 }
 
 int ew_broadcast(const Graph *g, const Op *op)
@@ -19,8 +19,18 @@ int ew_broadcast(const Graph *g, const Op *op)
 
 const char *ew_name(char *buf, size_t n, const Graph *g, const Op *op)
 {
-    snprintf(buf, n, "ew_%s%s%s", op_info[op->kind].name, ew_broadcast(g, op) ? "_b" : "",
-             (op->acc & 1) ? "_acc" : "");
+    /* operand dtypes in the name when any is not fp32: ew_copy_f32_bf16 */
+    char types[32] = "";
+    int mixed = g->t[op->out[0]].dtype != DT_F32;
+    for (int i = 0; i < op->nin; i++)
+        mixed |= g->t[op->in[i]].dtype != DT_F32;
+    if (mixed) {
+        snprintf(types, sizeof types, "_%s", dtype_name(g->t[op->out[0]].dtype));
+        for (int i = 0; i < op->nin; i++)
+            snprintf(types + strlen(types), sizeof types - strlen(types), "_%s", dtype_name(g->t[op->in[i]].dtype));
+    }
+    snprintf(buf, n, "ew_%s%s%s%s", op_info[op->kind].name, ew_broadcast(g, op) ? "_b" : "",
+             (op->acc & 1) ? "_acc" : "", types);
     return buf;
 }
 
@@ -37,10 +47,25 @@ static void ptrs(FILE *f, const Graph *g, const int *ids, int n, int *first)
     }
 }
 
+/* the tensor whose dtype picks the kernel variant (gc_<name>_bf16) */
+static int primary(const Op *op)
+{
+    switch (op->kind) {
+    case OP_CROSS_ENTROPY: return op->in[0];    /* logits; the loss stays fp32 */
+    case OP_ADAMW: return op->in[1];            /* the gradient; masters stay fp32 */
+    default: return op->nout ? op->out[0] : op->in[0];
+    }
+}
+
+static const char *variant(const Graph *g, const Op *op)
+{
+    return g->t[primary(op)].dtype == DT_BF16 ? "_bf16" : "";
+}
+
 static void call_head(FILE *f, const Graph *g, const char *fn, const Op *op, const int *in, int nin)
 {
     int first = 1;
-    fprintf(f, "%s(", fn);
+    fprintf(f, "%s%s(", fn, variant(g, op));
     ptrs(f, g, op->out, op->nout, &first);
     ptrs(f, g, in ? in : op->in, in ? nin : op->nin, &first);
 }
@@ -123,12 +148,12 @@ void emit_kernel_call(FILE *f, const Graph *g, const Op *op)
         return;
     }
     case OP_FILL:
-        fprintf(f, "gc_fill(");
+        fprintf(f, "gc_fill%s(", variant(g, op));
         emit_tensor_ptr(f, g, op->out[0]);
         fprintf(f, ", %ldL, %.9ef);\n", out0->numel, op->attr[0]);
         return;
     case OP_ADAMW:
-        fprintf(f, "gc_adamw(");
+        fprintf(f, "gc_adamw%s(", variant(g, op));
         for (int i = 0; i < 4; i++) {
             emit_tensor_ptr(f, g, op->in[i]);
             fputs(", ", f);
@@ -199,6 +224,7 @@ void emit_program_struct(FILE *f, const Graph *g, const EmitOptions *opt)
     fprintf(f, "static const gc_program PROG = {\n");
     fprintf(f, "    .graph_file = \"%s\",\n    .config = \"%s\",\n    .target = \"%s\",\n", g->file, g->config,
             opt->target);
+    fprintf(f, "    .bf16 = %d,\n", !strcmp(opt->precision, "bf16"));
     fprintf(f, "    .plan_summary = \"%s schedule; params %zu + grads %zu + optstate %zu + arena %zu "
                "(lower bound %zu) = %zu bytes\",\n",
             g->schedule_name, g->region_bytes[RG_PARAMS], g->region_bytes[RG_GRADS],

@@ -12,12 +12,19 @@ static void emit_ew_kernel(FILE *f, const Graph *g, const Op *op)
     ew_name(name, sizeof name, g, op);
     int bcast = ew_broadcast(g, op), binary = op->nin == 2;
     const char *store = (op->acc & 1) ? "+=" : "=";
-    fprintf(f, "__global__ void %s_k(float *y, const float *p0, const float *p1, long n, long n1, float s)\n{\n",
-            name);
+    static const char *const ctype[] = {"float", "gc_bf16", "int32_t"};
+    const char *ty = ctype[g->t[op->out[0]].dtype], *t0 = ctype[g->t[op->in[0]].dtype];
+    const char *t1 = binary ? ctype[g->t[op->in[1]].dtype] : "float";
+    (void)store;
+    fprintf(f, "__global__ void %s_k(%s *y, const %s *p0, const %s *p1, long n, long n1, float s)\n{\n", name, ty,
+            t0, t1);
     fprintf(f, "    for (long i = (long)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (long)gridDim.x * blockDim.x) {\n");
-    fprintf(f, "        float x0 = p0[i]%s;\n", !binary ? "" : bcast ? ", x1 = p1[i % n1]" : ", x1 = p1[i]");
-    fprintf(f, "        y[i] %s %s;\n    }\n}\n", store, ew_expr(op));
-    fprintf(f, "static void %s(float *y, const float *p0, const float *p1, long n, long n1, float s)\n{\n", name);
+    fprintf(f, "        float x0 = gc_ld(p0[i])%s;\n", !binary ? "" : bcast ? ", x1 = gc_ld(p1[i % n1])" : ", x1 = gc_ld(p1[i])");
+    if (op->acc & 1)
+        fprintf(f, "        gc_st(&y[i], gc_ld(y[i]) + (%s));\n    }\n}\n", ew_expr(op));
+    else
+        fprintf(f, "        gc_st(&y[i], %s);\n    }\n}\n", ew_expr(op));
+    fprintf(f, "static void %s(%s *y, const %s *p0, const %s *p1, long n, long n1, float s)\n{\n", name, ty, t0, t1);
     fprintf(f, "    long grid = (n + 255) / 256;\n    if (grid > 65536L * 16) grid = 65536L * 16;\n");
     fprintf(f, "    GC_LAUNCH(%s_k, (unsigned)grid, 256, 0, y, p0, p1, n, n1, s);\n}\n\n", name);
 }
@@ -60,6 +67,11 @@ void emit_cuda(FILE *f, const Graph *g, const EmitOptions *opt)
     fprintf(f, "#include <math.h>\n#include <stddef.h>\n#include <stdint.h>\n");
     fprintf(f, "#include \"gc_runtime.h\"\n#include \"gc_cuda.h\"\n\n");
     fprintf(f, "#define GC_EWFN __device__ static inline\n%s\n", ew_preamble());
+    fprintf(f, "/* loads and stores through float, for fp32 and bf16 operands alike */\n"
+               "GC_EWFN float gc_ld(float x) { return x; }\n"
+               "GC_EWFN float gc_ld(gc_bf16 x) { return __bfloat162float(x); }\n"
+               "GC_EWFN void gc_st(float *p, float v) { *p = v; }\n"
+               "GC_EWFN void gc_st(gc_bf16 *p, float v) { *p = __float2bfloat16(v); }\n\n");
     char (*seen)[64] = xcalloc((size_t)g->nops + 1, sizeof *seen);
     int nseen = 0;
     for (int k = 0; k < g->nsched; k++) {

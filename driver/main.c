@@ -28,7 +28,8 @@ static void usage(FILE *f)
         "      --config NAME      a named config of the graph (e.g. gpt2_124M, tiny)\n"
         "  -D NAME=VALUE          override one dim (repeatable), e.g. -D B=8\n"
         "      --target T         cpu | cuda (default: cpu)\n"
-        "      --precision P      fp32 (default; bf16: not implemented yet)\n"
+        "      --precision P      fp32 | bf16 (bf16 activations and gradients, fp32 master\n"
+        "                         weights and optimizer state; --target cuda only)\n"
         "      --mem SIZE         per-device memory budget, e.g. 24GiB, 80GB, 512MiB;\n"
         "                         a plan that does not fit is rejected with numbers\n"
         "                         (recompute/micro-batch search: not implemented yet)\n"
@@ -115,10 +116,6 @@ static int parse_args(int argc, char **argv, DriverOptions *o)
                 fprintf(stderr, "gcompile: error: --precision must be fp32 or bf16, got '%s'\n", optarg);
                 return 1;
             }
-            if (!strcmp(optarg, "bf16")) {
-                fprintf(stderr, "gcompile: error: --precision bf16 is not implemented yet (fp32 only)\n");
-                return 1;
-            }
             o->emit.precision = optarg;
             break;
         case O_MEM: {
@@ -200,6 +197,11 @@ static int parse_args(int argc, char **argv, DriverOptions *o)
         return 1;
     }
     o->input = argv[optind];
+    if (!strcmp(o->emit.precision, "bf16") && strcmp(o->emit.target, "cuda") != 0 &&
+        !(o->emit_kind && strcmp(o->emit_kind, "c") != 0)) {
+        fprintf(stderr, "gcompile: error: --precision bf16 needs --target cuda (the CPU target is fp32)\n");
+        return 1;
+    }
     if (o->gpus > 1) {
         fprintf(stderr, "gcompile: error: --gpus %d: the parallel split is not implemented yet (1 device only)\n",
                 o->gpus);
@@ -247,6 +249,10 @@ int main(int argc, char **argv)
     if (diag_count())
         goto done;
     ir_verify(g);
+    if (!strcmp(o.emit.precision, "bf16")) {
+        PASS(&o, "precision", pass_precision(g));
+        ir_verify(g);
+    }
     PASS(&o, "schedule", pass_schedule(g, o.schedule));
     int cuda = !strcmp(o.emit.target, "cuda") || (o.emit_kind && !strcmp(o.emit_kind, "cuda"));
     if (cuda)

@@ -27,7 +27,12 @@ static void verify_tensor(const Graph *g, const Tensor *t)
     }
     if (t->view_of >= 0) {
         const Tensor *base = &g->t[t->view_of];
-        if (t->view_of >= t->id || t->view_offset + t->bytes > base->bytes)
+        int depth = 0;
+        for (int v = t->view_of; v >= 0 && depth <= g->nt; v = g->t[v].view_of)
+            depth++;
+        if (depth > g->nt)
+            IR_BUG("tensor %%%d %s: views form a cycle", t->id, t->name);
+        if (t->view_of == t->id || t->view_offset + t->bytes > base->bytes)
             IR_BUG("tensor %%%d %s: view outside %%%d %s", t->id, t->name, base->id, base->name);
         if (base->region != t->region)
             IR_BUG("tensor %%%d %s: view in another region than its base", t->id, t->name);

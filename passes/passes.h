@@ -24,6 +24,12 @@
  * no `minimize` statement. */
 void pass_autodiff(Graph *g);
 
+/* ---------------------------------------------------------------- precision.c */
+/* --precision bf16: bf16 activations and gradients, fp32 master weights and
+ * optimizer state, a bf16 copy of each parameter refreshed by a cast op at
+ * the start of the step. Run after autodiff, before schedule. */
+void pass_precision(Graph *g);
+
 /* ---------------------------------------------------------------- workspace.c */
 /* Adds the runtime scratch the target needs as a planned arena tensor named
  * "runtime.workspace" (live for the whole step): the CUDA target's cuBLASLt

@@ -72,11 +72,17 @@ static void topo_order(const Graph *g, const int *ops, int n, int *out)
         const Op *op = &g->ops[ops[k]];
         for (int i = 0; i < op->nin; i++) {
             int r = graph_root(g, op->in[i], NULL);
+            if (r != op->in[i])          /* a view: after the op that made it */
+                add_edge(&d, g->t[op->in[i]].producer, op->id);
+            if (g->t[r].producer > op->id) {   /* made by an op inserted later: after it */
+                add_edge(&d, g->t[r].producer, op->id);
+                continue;
+            }
             add_edge(&d, last_w[r], op->id);
             readers[r] = xrealloc(readers[r], (size_t)(nreaders[r] + 1) * sizeof(int));
             readers[r][nreaders[r]++] = op->id;
         }
-        for (int i = 0; i < op->nout; i++) {
+        for (int i = 0; i < op->nout && op_info[op->kind].cls != OPC_VIEW; i++) {
             int r = graph_root(g, op->out[i], NULL);
             add_edge(&d, last_w[r], op->id);
             for (int j = 0; j < nreaders[r]; j++)

@@ -24,6 +24,8 @@
 
 #include "gc_runtime_internal.h"
 
+static void download_floats(const gc_program *p, float *dst, const char *src, size_t n);
+
 #ifndef GC_RUNTIME_VERSION
 #define GC_RUNTIME_VERSION "0.1.0"
 #endif
@@ -294,7 +296,7 @@ static int check_program(const gc_program *p, const options *o)
     if (!in_region(p->tokens_off, 4 * bt, arena) || !in_region(p->targets_off, 4 * bt, arena) ||
         !in_region(p->loss_off, 4, arena))
         return errorf("internal: tokens, targets or loss lie outside the arena (%zu bytes)", arena);
-    if (o->sample > 0 && (p->logits_cols < p->V || !in_region(p->logits_off, 4 * bt * (double)p->logits_cols, arena)))
+    if (o->sample > 0 && (p->logits_cols < p->V || !in_region(p->logits_off, (p->bf16 ? 2 : 4) * bt * (double)p->logits_cols, arena)))
         return errorf("--sample: this program exposes no [B, T, %ld] logits tensor in its arena", p->V);
     return 0;
 }
@@ -549,7 +551,7 @@ static int validate(state *st, double *out)
 static void report_step(state *st, long step, float loss, double ms, double val)
 {
     const gc_program *p = st->prog;
-    double tps = (double)st->BT / (ms / 1e3), peak = gc_device_peak_flops(0);
+    double tps = (double)st->BT / (ms / 1e3), peak = gc_device_peak_flops(p->bf16);
     printf("step %4ld/%ld | loss %.6f | %.1f ms | %.0f tok/s", step, st->o.steps, loss, ms, tps);
     if (peak > 0 && p->flops_per_step > 0)
         printf(" | MFU %.1f%%", 100.0 * p->flops_per_step / (ms / 1e3) / peak);
@@ -671,7 +673,8 @@ static int sample(state *st)
         upload_batch(st);
         p->run(&st->ctx, GC_PHASE_FWD);
         gc_device_sync();
-        gc_device_download(row, arena + p->logits_off + (size_t)(pos - 1) * (size_t)cols * 4, (size_t)cols * 4);
+        download_floats(p, row, arena + p->logits_off + (size_t)(pos - 1) * (size_t)cols * (p->bf16 ? 2 : 4),
+                        (size_t)cols);
         long tok = draw(row, V, &r);
         if (tok < 0) {
             free(row);
@@ -780,11 +783,31 @@ static void print_check(const check *c, long k, const gc_program *p)
            c->an, c->fd, c->err);
 }
 
+/* Downloads n values that are fp32, or bf16 when the program is bf16, as floats. */
+static void download_floats(const gc_program *p, float *dst, const char *src, size_t n)
+{
+    if (!p->bf16) {
+        gc_device_download(dst, src, n * 4);
+        return;
+    }
+    uint16_t *tmp = malloc((n ? n : 1) * sizeof *tmp);
+    if (!tmp) {
+        fprintf(stderr, "error: out of host memory\n");
+        exit(1);
+    }
+    gc_device_download(tmp, src, n * 2);
+    for (size_t i = 0; i < n; i++) {
+        uint32_t bits = (uint32_t)tmp[i] << 16;
+        memcpy(&dst[i], &bits, 4);
+    }
+    free(tmp);
+}
+
 static int gradcheck(state *st)
 {
     const gc_program *p = st->prog;
     long n = st->o.gradcheck, N = p->nparam_elems;
-    if (p->region_bytes[GC_REGION_GRADS] < (size_t)N * 4)
+    if (p->region_bytes[GC_REGION_GRADS] < (size_t)N * (p->bf16 ? 2 : 4))
         return errorf("--gradcheck: the grads region (%zu bytes) does not hold all %ld parameter gradients",
                       p->region_bytes[GC_REGION_GRADS], N);
     float *g = malloc((size_t)(N ? N : 1) * sizeof *g);
@@ -793,7 +816,7 @@ static int gradcheck(state *st)
     gcrt_rng_seed(&r, st->o.seed, GCRT_STREAM_GRADCHECK);
     double loss = run_batch(st, &st->train, GC_PHASE_FWD | GC_PHASE_BWD);
     if (g && N)
-        gc_device_download(g, st->ctx.region[GC_REGION_GRADS], (size_t)N * 4);
+        download_floats(p, g, st->ctx.region[GC_REGION_GRADS], (size_t)N);
     if (!g || !c || !isfinite(loss) || pick_elements(c, n, p, g, &r) != 0) {
         free(g), free(c);
         return errorf("--gradcheck: %s", !isfinite(loss) ? "the loss is not finite" : "no parameters to check");
