@@ -1,0 +1,486 @@
+/* test_kernels_grad.c — every backward kernel against central finite
+ * differences of a random linear functional of its forward, in double
+ * precision (kernels_cpu.c compiled a second time with -DGC_REAL=double).
+ *
+ * For a forward y = f(x) and random weights W, L(x) = <W, f(x)>; the backward
+ * kernels given dy = W must return dL/dx. Each backward runs twice: with acc
+ * clear into a NaN-filled buffer (it must overwrite, never read), and with
+ * acc set into a buffer of random values (it must add). Shapes include odd
+ * sizes (vector tails) and sizes large enough to take the parallel paths.
+ *
+ *   test_kernels_grad [case]     (all cases without an argument)
+ */
+#include "kt.h"
+
+_Static_assert(sizeof(gc_real) == sizeof(double), "build this test with -DGC_REAL=double");
+
+/* Central differences use step H; a coordinate passes when
+ * |fd - g| <= RTOL * (|g| + 0.01 * max|g|) + ATOL. */
+#define H 1e-4
+#define RTOL 1e-6
+#define ATOL 1e-10
+
+typedef double (*loss_fn)(void *ctx);
+
+/* <w, y> over n elements, skipping entries where y is infinite (masked). */
+static double dot_finite(const double *w, const double *y, long n)
+{
+    double s = 0.0;
+    for (long i = 0; i < n; i++)
+        if (isfinite(y[i]))
+            s += w[i] * y[i];
+    return s;
+}
+
+/* Checks g = dL/dx on `ns` random coordinates of x[0..n) (all of them when
+ * n <= ns) by central differences of L. */
+static void check_fd(const char *what, loss_fn L, void *ctx, double *x, const double *g, long n,
+                     long ns)
+{
+    double gmax = 0.0;
+    for (long i = 0; i < n; i++)
+        gmax = fmax(gmax, fabs(g[i]));
+    double worst = 0.0;
+    long count = n <= ns ? n : ns, bad = 0;
+    for (long s = 0; s < count; s++) {
+        long j = n <= ns ? s : kt_randint(n);
+        double x0 = x[j];
+        x[j] = x0 + H;
+        double lp = L(ctx);
+        x[j] = x0 - H;
+        double lm = L(ctx);
+        x[j] = x0;
+        double fd = (lp - lm) / (2 * H);
+        double tol = RTOL * (fabs(g[j]) + 0.01 * gmax) + ATOL;
+        double err = fabs(fd - g[j]);
+        worst = fmax(worst, err / tol);
+        if (!(err <= tol) && bad++ < 3)
+            KT_FAIL("%s: d/dx[%ld]: analytic %.12g, finite difference %.12g", what, j, g[j], fd);
+    }
+    if (worst > 0.1)
+        printf("  %s: worst error %.3f of tolerance\n", what, worst);
+}
+
+/* Runs a backward twice into out[0..n): acc clear over NaNs, and acc set
+ * over random values (then subtracted). Checks the two agree to rounding and
+ * leaves the acc-clear result in out. `run(ctx, out, acc)` is the backward. */
+static void run_both_acc(const char *what, void (*run)(void *ctx, double *out, int acc),
+                         void *ctx, double *out, long n)
+{
+    double *init = kt_rand(n, -1, 1), *acc = kt_dup(init, n);
+    for (long i = 0; i < n; i++)
+        out[i] = NAN;
+    run(ctx, out, 0);
+    run(ctx, acc, 1);
+    long bad = 0;
+    for (long i = 0; i < n; i++) {
+        double d = acc[i] - init[i];
+        if (!(fabs(d - out[i]) <= 1e-12 * (1 + fabs(out[i]))) && bad++ < 3)
+            KT_FAIL("%s: acc mode: element %ld is %.17g + %.17g, want + %.17g", what, i, init[i],
+                    d, out[i]);
+    }
+    free(init);
+    free(acc);
+}
+
+/* ------------------------------------------------------------------ matmul */
+
+typedef struct {
+    double *a, *b, *w, *c;
+    long batch, M, N, K;
+    int ta, tb;
+    double *dc; /* W, the upstream gradient */
+} MatmulCtx;
+
+static double matmul_loss(void *p)
+{
+    MatmulCtx *m = p;
+    gc_matmul(m->c, m->a, m->b, m->batch, m->M, m->N, m->K, m->ta, m->tb, 0);
+    return dot_finite(m->w, m->c, m->batch * m->M * m->N);
+}
+
+/* da: ta=0: da = dc @ op(b)^T; ta=1: da = op(b) @ dc^T (stored KxM). */
+static void matmul_da(void *p, double *da, int acc)
+{
+    MatmulCtx *m = p;
+    if (!m->ta)
+        gc_matmul(da, m->w, m->b, m->batch, m->M, m->K, m->N, 0, !m->tb, acc);
+    else
+        gc_matmul(da, m->b, m->w, m->batch, m->K, m->M, m->N, m->tb, 1, acc);
+}
+
+/* db: tb=0: db = op(a)^T @ dc; tb=1: db = dc^T @ op(a) (stored NxK). */
+static void matmul_db(void *p, double *db, int acc)
+{
+    MatmulCtx *m = p;
+    if (!m->tb)
+        gc_matmul(db, m->a, m->w, m->batch, m->K, m->N, m->M, !m->ta, 0, acc);
+    else
+        gc_matmul(db, m->w, m->a, m->batch, m->N, m->K, m->M, 1, m->ta, acc);
+}
+
+static void matmul_case(long batch, long M, long N, long K, int ta, int tb, long ns)
+{
+    char what[96];
+    snprintf(what, sizeof what, "matmul batch=%ld M=%ld N=%ld K=%ld ta=%d tb=%d", batch, M, N, K,
+             ta, tb);
+    long na = batch * M * K, nb = batch * K * N, nc = batch * M * N;
+    MatmulCtx m = {kt_rand(na, -1, 1), kt_rand(nb, -1, 1), kt_rand(nc, -1, 1),
+                   kt_alloc(nc * sizeof(double)), batch, M, N, K, ta, tb, NULL};
+    double *da = kt_alloc(na * sizeof(double)), *db = kt_alloc(nb * sizeof(double));
+    run_both_acc(what, matmul_da, &m, da, na);
+    run_both_acc(what, matmul_db, &m, db, nb);
+    check_fd(what, matmul_loss, &m, m.a, da, na, ns);
+    check_fd(what, matmul_loss, &m, m.b, db, nb, ns);
+    free(m.a), free(m.b), free(m.w), free(m.c), free(da), free(db);
+}
+
+static void test_matmul(void)
+{
+    for (int ta = 0; ta < 2; ta++)
+        for (int tb = 0; tb < 2; tb++) {
+            matmul_case(1, 5, 7, 3, ta, tb, 1000);
+            matmul_case(3, 4, 6, 9, ta, tb, 1000);
+            matmul_case(1, 130, 97, 90, ta, tb, 40); /* split across threads */
+            matmul_case(1, 33, 150, 250, ta, tb, 40);
+        }
+    matmul_case(48, 16, 16, 16, 0, 1, 60); /* attention-like: one item per thread */
+    matmul_case(5, 70, 60, 50, 1, 0, 60);
+}
+
+/* ------------------------------------------------------------------ reduce_rows */
+
+typedef struct {
+    double *x, *bias, *w, *y;
+    long rows, cols;
+} BiasCtx;
+
+/* y = x + bias broadcast over rows; L = <w, y>. */
+static double bias_loss(void *p)
+{
+    BiasCtx *b = p;
+    for (long r = 0; r < b->rows; r++)
+        for (long c = 0; c < b->cols; c++)
+            b->y[r * b->cols + c] = b->x[r * b->cols + c] + b->bias[c];
+    return dot_finite(b->w, b->y, b->rows * b->cols);
+}
+
+static void bias_grad(void *p, double *dbias, int acc)
+{
+    BiasCtx *b = p;
+    gc_reduce_rows(dbias, b->w, b->rows, b->cols, acc);
+}
+
+static void test_reduce_rows(void)
+{
+    long shapes[][2] = {{1, 1}, {7, 5}, {3, 130}, {300, 201}};
+    for (int s = 0; s < 4; s++) {
+        long rows = shapes[s][0], cols = shapes[s][1], n = rows * cols;
+        BiasCtx b = {kt_rand(n, -1, 1), kt_rand(cols, -1, 1), kt_rand(n, -1, 1),
+                     kt_alloc(n * sizeof(double)), rows, cols};
+        double *g = kt_alloc(cols * sizeof(double));
+        run_both_acc("reduce_rows", bias_grad, &b, g, cols);
+        check_fd("reduce_rows", bias_loss, &b, b.bias, g, cols, 60);
+        free(b.x), free(b.bias), free(b.w), free(b.y), free(g);
+    }
+}
+
+/* ------------------------------------------------------------------ embedding */
+
+typedef struct {
+    double *table, *w, *out;
+    int32_t *idx;
+    long n, rows, C;
+} EmbCtx;
+
+static double emb_loss(void *p)
+{
+    EmbCtx *e = p;
+    gc_embedding_fwd(e->out, e->idx, e->table, e->n, e->rows, e->C);
+    return dot_finite(e->w, e->out, e->n * e->C);
+}
+
+static void emb_grad(void *p, double *dtable, int acc)
+{
+    EmbCtx *e = p;
+    gc_embedding_bwd(dtable, e->w, e->idx, e->n, e->rows, e->C, acc);
+}
+
+static void test_embedding(void)
+{
+    long shapes[][3] = {{20, 13, 7}, {256, 40, 300}, {5, 1000, 3}}; /* n, rows, C */
+    for (int s = 0; s < 3; s++) {
+        long n = shapes[s][0], rows = shapes[s][1], C = shapes[s][2];
+        EmbCtx e = {kt_rand(rows * C, -1, 1), kt_rand(n * C, -1, 1),
+                    kt_alloc(n * C * sizeof(double)), kt_randidx(n, rows), n, rows, C};
+        e.idx[n - 1] = e.idx[0]; /* at least one repeated index */
+        double *g = kt_alloc(rows * C * sizeof(double));
+        run_both_acc("embedding", emb_grad, &e, g, rows * C);
+        check_fd("embedding", emb_loss, &e, e.table, g, rows * C, 150);
+        for (long i = 0; i < n; i++) { /* and the rows that are used */
+            long j = (long)e.idx[kt_randint(n)] * C + kt_randint(C);
+            check_fd("embedding (used row)", emb_loss, &e, e.table + j, g + j, 1, 1);
+        }
+        free(e.table), free(e.w), free(e.out), free(e.idx), free(g);
+    }
+}
+
+/* ------------------------------------------------------------------ layernorm */
+
+typedef struct {
+    double *x, *w, *b, *W, *out, *mean, *rstd;
+    long N, C;
+    int which; /* backward output under test: 0 dx, 1 dw, 2 db */
+} LnCtx;
+
+static const float LN_EPS = 1e-5f;
+
+static double ln_loss(void *p)
+{
+    LnCtx *l = p;
+    gc_layernorm_fwd(l->out, l->mean, l->rstd, l->x, l->w, l->b, l->N, l->C, LN_EPS);
+    return dot_finite(l->W, l->out, l->N * l->C);
+}
+
+/* One of dx/dw/db alone (the other two NULL). */
+static void ln_grad(void *p, double *g, int acc)
+{
+    LnCtx *l = p;
+    ln_loss(l); /* mean, rstd for the current x */
+    double *d[3] = {NULL, NULL, NULL};
+    d[l->which] = g;
+    gc_layernorm_bwd(d[0], d[1], d[2], l->W, l->x, l->w, l->mean, l->rstd, l->N, l->C,
+                     acc ? 1 << l->which : 0);
+}
+
+static void test_layernorm(void)
+{
+    long shapes[][2] = {{1, 1}, {5, 7}, {3, 130}, {64, 768}};
+    for (int s = 0; s < 4; s++) {
+        long N = shapes[s][0], C = shapes[s][1], n = N * C;
+        LnCtx l = {kt_rand(n, -2, 2), kt_rand(C, 0.5, 1.5), kt_rand(C, -1, 1), kt_rand(n, -1, 1),
+                   kt_alloc(n * sizeof(double)), kt_alloc(N * sizeof(double)),
+                   kt_alloc(N * sizeof(double)), N, C, 0};
+        for (long i = 0; i < C; i++) /* a non-zero mean, to test the centring */
+            l.x[i] += 3.0;
+        double *dx = kt_alloc(n * sizeof(double)), *dw = kt_alloc(C * sizeof(double)),
+               *db = kt_alloc(C * sizeof(double));
+        double *g[3] = {dx, dw, db}, *in[3] = {l.x, l.w, l.b};
+        long len[3] = {n, C, C};
+        static const char *names[3] = {"layernorm dx", "layernorm dw", "layernorm db"};
+        for (int k = 0; k < 3; k++) {
+            l.which = k;
+            run_both_acc(names[k], ln_grad, &l, g[k], len[k]);
+            check_fd(names[k], ln_loss, &l, in[k], g[k], len[k], 60);
+        }
+        /* all three in one call give the same bits as one at a time */
+        double *ax = kt_alloc(n * sizeof(double)), *aw = kt_alloc(C * sizeof(double)),
+               *ab = kt_alloc(C * sizeof(double));
+        ln_loss(&l);
+        gc_layernorm_bwd(ax, aw, ab, l.W, l.x, l.w, l.mean, l.rstd, N, C, 0);
+        KT_CHECK(kt_same_bits(ax, dx, n) && kt_same_bits(aw, dw, C) && kt_same_bits(ab, db, C),
+                 "layernorm_bwd: dx/dw/db together differ from one at a time");
+        free(ax), free(aw), free(ab), free(dx), free(dw), free(db);
+        free(l.x), free(l.w), free(l.b), free(l.W), free(l.out), free(l.mean), free(l.rstd);
+    }
+}
+
+/* ------------------------------------------------------------------ permute */
+
+typedef struct {
+    double *in, *w, *out;
+    int rank;
+    long shape[8], oshape[8];
+    int perm[8], inv[8];
+    long n;
+} PermCtx;
+
+static double perm_loss(void *p)
+{
+    PermCtx *q = p;
+    gc_permute(q->out, q->in, q->rank, q->shape, q->perm, 0);
+    return dot_finite(q->w, q->out, q->n);
+}
+
+/* The gradient: the inverse permutation applied to W (shaped like out). */
+static void perm_grad(void *p, double *din, int acc)
+{
+    PermCtx *q = p;
+    gc_permute(din, q->w, q->rank, q->oshape, q->inv, acc);
+}
+
+static void permute_case(int rank, const long *shape, const int *perm)
+{
+    PermCtx q = {0};
+    q.rank = rank;
+    q.n = 1;
+    for (int i = 0; i < rank; i++) {
+        q.shape[i] = shape[i];
+        q.perm[i] = perm[i];
+        q.oshape[i] = shape[perm[i]];
+        q.inv[perm[i]] = i;
+        q.n *= shape[i];
+    }
+    q.in = kt_rand(q.n, -1, 1);
+    q.w = kt_rand(q.n, -1, 1);
+    q.out = kt_alloc(q.n * sizeof(double));
+    double *g = kt_alloc(q.n * sizeof(double));
+    run_both_acc("permute", perm_grad, &q, g, q.n);
+    check_fd("permute", perm_loss, &q, q.in, g, q.n, 80);
+    free(q.in), free(q.w), free(q.out), free(g);
+}
+
+static void test_permute(void)
+{
+    static const long s1[] = {7}, s2[] = {5, 9}, s3[] = {3, 4, 5}, s4[] = {2, 3, 4, 5},
+                      s5[] = {2, 16, 3, 4, 16}, s6[] = {1, 3, 1, 4}, big[] = {2, 64, 3, 4, 64};
+    static const int p1[] = {0}, p2[] = {1, 0}, p3a[] = {2, 0, 1}, p3b[] = {0, 2, 1},
+                     p4a[] = {0, 2, 1, 3}, p4b[] = {3, 2, 1, 0}, p4c[] = {0, 1, 2, 3},
+                     p5[] = {2, 0, 3, 1, 4}, p6[] = {3, 0, 2, 1};
+    permute_case(1, s1, p1);
+    permute_case(2, s2, p2);
+    permute_case(3, s3, p3a);
+    permute_case(3, s3, p3b);
+    permute_case(4, s4, p4a);
+    permute_case(4, s4, p4b);
+    permute_case(4, s4, p4c);
+    permute_case(5, s5, p5);
+    permute_case(4, s6, p6);
+    permute_case(5, big, p5); /* (B,T,3,NH,hs) -> (3,B,NH,T,hs), parallel */
+}
+
+/* ------------------------------------------------------------------ softmax */
+
+typedef struct {
+    double *x, *w, *y;
+    long rows, cols;
+} SmCtx;
+
+static double sm_loss(void *p)
+{
+    SmCtx *s = p;
+    gc_softmax_fwd(s->y, s->x, s->rows, s->cols);
+    return dot_finite(s->w, s->y, s->rows * s->cols);
+}
+
+static void sm_grad(void *p, double *dx, int acc)
+{
+    SmCtx *s = p;
+    sm_loss(s);
+    gc_softmax_bwd(dx, s->w, s->y, s->rows, s->cols, acc);
+}
+
+static void test_softmax(void)
+{
+    long shapes[][2] = {{1, 1}, {4, 7}, {3, 130}, {200, 200}};
+    for (int k = 0; k < 4; k++) {
+        long rows = shapes[k][0], cols = shapes[k][1], n = rows * cols;
+        SmCtx s = {kt_rand(n, -3, 3), kt_rand(n, -1, 1), kt_alloc(n * sizeof(double)), rows, cols};
+        for (long r = 0; r < rows && cols > 2; r++) /* masked entries: gradient 0 */
+            s.x[r * cols + kt_randint(cols - 1) + 1] = -INFINITY;
+        double *g = kt_alloc(n * sizeof(double));
+        run_both_acc("softmax", sm_grad, &s, g, n);
+        check_fd("softmax", sm_loss, &s, s.x, g, n, 100);
+        for (long i = 0; i < n; i++)
+            if (isinf(s.x[i]))
+                KT_CHECK(g[i] == 0.0, "softmax: gradient at a -inf input is %g", g[i]);
+        free(s.x), free(s.w), free(s.y), free(g);
+    }
+}
+
+/* ------------------------------------------------------------------ causal mask */
+
+typedef struct {
+    double *x, *w, *y;
+    long batch, T;
+} CmCtx;
+
+static double cm_loss(void *p)
+{
+    CmCtx *c = p;
+    gc_causal_mask_fwd(c->y, c->x, c->batch, c->T);
+    return dot_finite(c->w, c->y, c->batch * c->T * c->T);
+}
+
+static void cm_grad(void *p, double *dx, int acc)
+{
+    CmCtx *c = p;
+    gc_causal_mask_bwd(dx, c->w, c->batch, c->T, acc);
+}
+
+static void test_causal_mask(void)
+{
+    long shapes[][2] = {{1, 1}, {2, 5}, {48, 33}};
+    for (int k = 0; k < 3; k++) {
+        long batch = shapes[k][0], T = shapes[k][1], n = batch * T * T;
+        CmCtx c = {kt_rand(n, -1, 1), kt_rand(n, -1, 1), kt_alloc(n * sizeof(double)), batch, T};
+        double *g = kt_alloc(n * sizeof(double));
+        run_both_acc("causal_mask", cm_grad, &c, g, n);
+        check_fd("causal_mask", cm_loss, &c, c.x, g, n, 200);
+        free(c.x), free(c.w), free(c.y), free(g);
+    }
+}
+
+/* ------------------------------------------------------------------ cross-entropy */
+
+typedef struct {
+    double *logits, dloss, loss;
+    int32_t *targets;
+    long n, Vp, V;
+} CeCtx;
+
+static double ce_loss(void *p)
+{
+    CeCtx *c = p;
+    gc_crossentropy_fwd(&c->loss, c->logits, c->targets, c->n, c->Vp, c->V);
+    return c->dloss * c->loss;
+}
+
+static void ce_grad(void *p, double *dlogits, int acc)
+{
+    CeCtx *c = p;
+    gc_crossentropy_bwd(dlogits, &c->dloss, c->logits, c->targets, c->n, c->Vp, c->V, acc);
+}
+
+static void test_crossentropy(void)
+{
+    long shapes[][3] = {{1, 1, 1}, {6, 11, 16}, {3, 130, 130}, {64, 1000, 1024}}; /* n, V, Vp */
+    for (int k = 0; k < 4; k++) {
+        long n = shapes[k][0], V = shapes[k][1], Vp = shapes[k][2];
+        CeCtx c = {kt_rand(n * Vp, -3, 3), 0.7, 0, kt_randidx(n, V), n, Vp, V};
+        c.targets[n - 1] = (int32_t)(V - 1); /* the last valid column */
+        double *g = kt_alloc(n * Vp * sizeof(double));
+        run_both_acc("cross_entropy", ce_grad, &c, g, n * Vp);
+        check_fd("cross_entropy", ce_loss, &c, c.logits, g, n * Vp, 150);
+        for (long r = 0; r < n; r++)
+            for (long j = V; j < Vp; j++)
+                KT_CHECK(g[r * Vp + j] == 0.0, "cross_entropy: padding column %ld has gradient %g",
+                         j, g[r * Vp + j]);
+        /* the loss itself against a direct evaluation */
+        double ref = 0.0;
+        for (long r = 0; r < n; r++) {
+            double m = -INFINITY, s = 0.0;
+            for (long j = 0; j < V; j++)
+                m = fmax(m, c.logits[r * Vp + j]);
+            for (long j = 0; j < V; j++)
+                s += exp(c.logits[r * Vp + j] - m);
+            ref += log(s) + m - c.logits[r * Vp + c.targets[r]];
+        }
+        ce_loss(&c);
+        KT_CHECK(fabs(c.loss - ref / n) <= 1e-12 * (1 + fabs(c.loss)), "cross_entropy: loss %.17g, want %.17g",
+                 c.loss, ref / n);
+        free(c.logits), free(c.targets), free(g);
+    }
+}
+
+int main(int argc, char **argv)
+{
+    static const kt_case cases[] = {
+        {"matmul", test_matmul},           {"reduce_rows", test_reduce_rows},
+        {"embedding", test_embedding},     {"layernorm", test_layernorm},
+        {"permute", test_permute},         {"softmax", test_softmax},
+        {"causal_mask", test_causal_mask}, {"cross_entropy", test_crossentropy},
+    };
+    kt_seed(1234);
+    return kt_main(argc, argv, cases, (int)(sizeof cases / sizeof cases[0]));
+}
