@@ -128,7 +128,7 @@ static void kinds(FILE *f, const Graph *g)
     int count[TK_COMM + 1] = {0};
     char h[32];
     for (int i = 0; i < g->nt; i++)
-        if (g->t[i].view_of < 0) {
+        if (g->t[i].view_of < 0 && g->t[i].first >= 0) {   /* unused tensors own no storage */
             bytes[g->t[i].kind] += g->t[i].bytes;
             count[g->t[i].kind]++;
         }
@@ -147,7 +147,7 @@ static void largest(FILE *f, const Graph *g, int top)
         IR_BUG("out of memory");
     int n = 0;
     for (int i = 0; i < g->nt; i++)
-        if (g->t[i].view_of < 0 && g->t[i].region == RG_ARENA)
+        if (g->t[i].view_of < 0 && g->t[i].region == RG_ARENA && g->t[i].first >= 0)
             v[n++] = &g->t[i];
     qsort(v, (size_t)n, sizeof *v, by_bytes_desc);
     fprintf(f, "largest arena tensors:\n");

@@ -253,6 +253,10 @@ int main(int argc, char **argv)
         PASS(&o, "precision", pass_precision(g));
         ir_verify(g);
     }
+    if (o.schedule == SCHED_FUSED_OPT) {
+        PASS(&o, "split-upd", pass_split_updates(g));
+        ir_verify(g);
+    }
     PASS(&o, "schedule", pass_schedule(g, o.schedule));
     int cuda = !strcmp(o.emit.target, "cuda") || (o.emit_kind && !strcmp(o.emit_kind, "cuda"));
     if (cuda)

@@ -30,6 +30,12 @@ void pass_autodiff(Graph *g);
  * the start of the step. Run after autodiff, before schedule. */
 void pass_precision(Graph *g);
 
+/* ---------------------------------------------------------------- split_updates.c */
+/* For the fused-opt schedule: a layer-stacked parameter's gradient root is
+ * split into one root per layer slice, and its AdamW update into one update
+ * per slice, so each layer's gradient dies at its own update. */
+void pass_split_updates(Graph *g);
+
 /* ---------------------------------------------------------------- workspace.c */
 /* Adds the runtime scratch the target needs as a planned arena tensor named
  * "runtime.workspace" (live for the whole step): the CUDA target's cuBLASLt

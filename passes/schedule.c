@@ -4,36 +4,37 @@
  *            creation order (creation order is a valid topological order).
  * fused-opt: forward and backward as above, but each parameter's AdamW update
  *            runs right after the last op that touches the parameter or its
- *            gradient, so updates overlap the rest of the backward pass.
+ *            gradient. A gradient then dies at its update, so parameter
+ *            gradients move from the persistent grads region into the arena,
+ *            where the planner overlaps them: they never all coexist.
  */
 #include "passes.h"
 
-/* the last op (in bwd order) that reads or writes parameter p, its gradient
- * or a view of either; -1 if none */
-static void last_touch(const Graph *g, const int *order, int n, int *last_of_param)
+/* 1 when tensors a and b share storage bytes */
+static int overlaps(const Graph *g, int a, int b)
 {
-    int *owner = xmalloc((size_t)g->nt * sizeof(int));  /* tensor -> param index or -1 */
-    for (int t = 0; t < g->nt; t++)
-        owner[t] = -1;
-    for (int i = 0; i < g->nparams; i++) {
-        owner[g->params[i]] = i;
-        owner[g->t[g->params[i]].grad] = i;
-        last_of_param[i] = -1;
+    size_t oa, ob;
+    if (graph_root(g, a, &oa) != graph_root(g, b, &ob))
+        return 0;
+    return oa < ob + g->t[b].bytes && ob < oa + g->t[a].bytes;
+}
+
+/* last[k]: position in order[0..n) of the last op that touches the bytes of
+ * the parameter or the gradient that update opt[k] reads; -1 if none */
+static void last_touch(const Graph *g, const int *order, int n, const int *opt, int nopt, int *last)
+{
+    for (int k = 0; k < nopt; k++) {
+        const Op *u = &g->ops[opt[k]];
+        last[k] = -1;
+        for (int j = n - 1; j >= 0 && last[k] < 0; j--) {
+            const Op *op = &g->ops[order[j]];
+            for (int i = 0; i < op->nin + op->nout && last[k] < 0; i++) {
+                int t = i < op->nin ? op->in[i] : op->out[i - op->nin];
+                if (overlaps(g, t, u->in[0]) || overlaps(g, t, u->in[1]))
+                    last[k] = j;
+            }
+        }
     }
-    for (int t = 0; t < g->nt; t++) {      /* views belong to their root's owner */
-        int r = graph_root(g, t, NULL);
-        owner[t] = owner[r];
-    }
-    for (int k = 0; k < n; k++) {
-        const Op *op = &g->ops[order[k]];
-        for (int i = 0; i < op->nin; i++)
-            if (owner[op->in[i]] >= 0)
-                last_of_param[owner[op->in[i]]] = k;
-        for (int i = 0; i < op->nout; i++)
-            if (owner[op->out[i]] >= 0)
-                last_of_param[owner[op->out[i]]] = k;
-    }
-    free(owner);
 }
 
 /* appends dependency edge a -> b (op ids) */
@@ -157,32 +158,23 @@ void pass_schedule(Graph *g, ScheduleKind kind)
             g->sched[g->nsched++] = opt[k];
         g->schedule_name = "plain";
     } else {
-        int *last = xmalloc((size_t)(g->nparams ? g->nparams : 1) * sizeof(int));
-        last_touch(g, fb, nfb, last);
-        /* adamw of parameter i goes after fb[last[i]] (params untouched: first) */
-        int *param_of_opt = xmalloc((size_t)(nopt ? nopt : 1) * sizeof(int));
-        for (int k = 0; k < nopt; k++) {
-            int p = g->ops[opt[k]].in[0];
-            param_of_opt[k] = -1;
-            for (int i = 0; i < g->nparams; i++)
-                if (g->params[i] == p)
-                    param_of_opt[k] = i;
-        }
+        int *last = xmalloc((size_t)(nopt ? nopt : 1) * sizeof(int));
+        last_touch(g, fb, nfb, opt, nopt, last);
+        /* each update right after the last op touching its slice (untouched: first) */
         for (int k = 0; k < nopt; k++)
-            if (param_of_opt[k] >= 0 && last[param_of_opt[k]] < 0)
+            if (last[k] < 0)
                 g->sched[g->nsched++] = opt[k];
         for (int j = 0; j < nfb; j++) {
             g->sched[g->nsched++] = fb[j];
-            for (int k = 0; k < nopt; k++)
-                if (param_of_opt[k] >= 0 && last[param_of_opt[k]] == j)
+            for (int k = 0; k < nopt; k++)      /* updates placed after fb[j], in creation order */
+                if (last[k] == j)
                     g->sched[g->nsched++] = opt[k];
         }
-        for (int k = 0; k < nopt; k++)
-            if (param_of_opt[k] < 0)
-                g->sched[g->nsched++] = opt[k];
         free(last);
-        free(param_of_opt);
         g->schedule_name = "fused-opt";
+        for (int t = 0; t < g->nt; t++)          /* gradients (and their views) */
+            if (g->t[t].region == RG_GRADS)
+                g->t[t].region = RG_ARENA;
     }
     for (int k = 0; k < g->nsched; k++)
         g->ops[g->sched[k]].step = k;

@@ -808,8 +808,11 @@ static int gradcheck(state *st)
     const gc_program *p = st->prog;
     long n = st->o.gradcheck, N = p->nparam_elems;
     if (p->region_bytes[GC_REGION_GRADS] < (size_t)N * (p->bf16 ? 2 : 4))
-        return errorf("--gradcheck: the grads region (%zu bytes) does not hold all %ld parameter gradients",
-                      p->region_bytes[GC_REGION_GRADS], N);
+        return errorf("--gradcheck: the grads region (%zu bytes) does not hold all %ld parameter gradients%s",
+                      p->region_bytes[GC_REGION_GRADS], N,
+                      p->region_bytes[GC_REGION_GRADS] ? "" :
+                      " (this program updates each parameter inside the backward pass and keeps gradients"
+                      " in the arena; compile with --schedule plain to check gradients)");
     float *g = malloc((size_t)(N ? N : 1) * sizeof *g);
     check *c = malloc((size_t)n * sizeof *c);
     gcrt_rng r;

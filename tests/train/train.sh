@@ -56,8 +56,12 @@ schedules) # plain and fused-opt schedules compute the same step
     cmp -s a.txt b.txt || { paste a.txt b.txt; fail "schedules differ"; }
     ;;
 gradcheck) # analytic gradients of the whole tiny GPT-2 against finite differences
-    compile t_$check
+    compile t_$check --schedule plain
     ./t_$check --threads 2 --gradcheck 48 || fail "gradcheck"
+    # the fused-opt program keeps gradients in the arena: it says so instead
+    compile t_fused --schedule fused-opt
+    ./t_fused --gradcheck 4 >out.txt 2>err.txt && fail "gradcheck on a fused-opt program should fail"
+    grep -q "compile with --schedule plain" err.txt || { cat err.txt; fail "fused-opt gradcheck message"; }
     ;;
 ckpt)      # --save then --init: the same parameters come back
     compile t_$check
