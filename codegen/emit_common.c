@@ -59,6 +59,17 @@ static int primary(const Op *op)
 
 static const char *variant(const Graph *g, const Op *op)
 {
+    int bf_in = op->nin && g->t[op->in[0]].dtype == DT_BF16;
+    switch (op->kind) {
+    case OP_MATMUL:               /* weight gradients: bf16 products into fp32 */
+        if (g->t[op->out[0]].dtype == DT_F32 && bf_in)
+            return "_bf16_f32";
+        break;
+    case OP_REDUCE_ROWS: case OP_EMBEDDING_BWD:   /* fp32 parameter gradients from bf16 */
+        return bf_in ? "_bf16" : "";
+    default:
+        break;
+    }
     return g->t[primary(op)].dtype == DT_BF16 ? "_bf16" : "";
 }
 

@@ -25,8 +25,8 @@
 void pass_autodiff(Graph *g);
 
 /* ---------------------------------------------------------------- precision.c */
-/* --precision bf16: bf16 activations and gradients, fp32 master weights and
- * optimizer state, a bf16 copy of each parameter refreshed by a cast op at
+/* --precision bf16: bf16 activations and activation gradients, fp32 master
+ * weights, parameter gradients and optimizer state, a bf16 copy of each parameter refreshed by a cast op at
  * the start of the step. Run after autodiff, before schedule. */
 void pass_precision(Graph *g);
 

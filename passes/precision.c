@@ -1,8 +1,9 @@
-/* precision.c — mixed precision as llm.c trains: bf16 activations, activation
- * gradients and parameter gradients; fp32 master weights and optimizer state.
+/* precision.c — mixed precision: bf16 activations and activation gradients;
+ * fp32 master weights, parameter gradients and optimizer state (the weight
+ * gradient matmuls accumulate bf16 products into fp32).
  *
- * Every arena tensor becomes bf16 except layernorm's saved mean/rstd and the
- * scalar loss and its gradient. Each parameter gets a bf16 copy (named
+ * Every arena tensor becomes bf16 except layernorm's saved mean/rstd, the
+ * scalar loss and its gradient, and parameter gradients. Each parameter gets a bf16 copy (named
  * "<param>.bf16", in the params region after all fp32 masters, so an llm.c
  * checkpoint still loads with one read); every op except the AdamW update
  * reads the copy, and a cast op (copy, fp32 -> bf16) refreshes it before its
@@ -26,6 +27,7 @@ void pass_precision(Graph *g)
         const Tensor *p = &g->t[g->params[i]];
         keep[p->id] = 1;
         keep[p->opt_m] = keep[p->opt_v] = 1;
+        keep[p->grad] = 1;
     }
     keep[g->loss] = 1;
     if (g->t[g->loss].grad >= 0)

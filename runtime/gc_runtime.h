@@ -148,7 +148,7 @@ typedef struct gc_program {
     const char *graph_file;       /* the .graph it was compiled from */
     const char *config;           /* config name or "" */
     const char *target;           /* "cpu" or "cuda" */
-    int bf16;                     /* --precision bf16: logits and gradients are bf16 */
+    int bf16;                     /* --precision bf16: activations (logits) are bf16 */
     const char *plan_summary;     /* one line: regions and peak bytes */
     /* dims the runtime needs (0 when the graph has no such dim) */
     long B, T, maxT, V, Vp, L, NH, C;

@@ -807,7 +807,7 @@ static int gradcheck(state *st)
 {
     const gc_program *p = st->prog;
     long n = st->o.gradcheck, N = p->nparam_elems;
-    if (p->region_bytes[GC_REGION_GRADS] < (size_t)N * (p->bf16 ? 2 : 4))
+    if (p->region_bytes[GC_REGION_GRADS] < (size_t)N * 4)
         return errorf("--gradcheck: the grads region (%zu bytes) does not hold all %ld parameter gradients%s",
                       p->region_bytes[GC_REGION_GRADS], N,
                       p->region_bytes[GC_REGION_GRADS] ? "" :
@@ -819,7 +819,7 @@ static int gradcheck(state *st)
     gcrt_rng_seed(&r, st->o.seed, GCRT_STREAM_GRADCHECK);
     double loss = run_batch(st, &st->train, GC_PHASE_FWD | GC_PHASE_BWD);
     if (g && N)
-        download_floats(p, g, st->ctx.region[GC_REGION_GRADS], (size_t)N);
+        gc_device_download(g, st->ctx.region[GC_REGION_GRADS], (size_t)N * 4);   /* fp32 in both precisions */
     if (!g || !c || !isfinite(loss) || pick_elements(c, n, p, g, &r) != 0) {
         free(g), free(c);
         return errorf("--gradcheck: %s", !isfinite(loss) ? "the loss is not finite" : "no parameters to check");

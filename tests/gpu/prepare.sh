@@ -9,21 +9,29 @@ cd "$(dirname "$0")/../.."
 b=gpu_bundle
 rm -rf "$b" && mkdir -p "$b"
 cmake -S . -B build -DCMAKE_BUILD_TYPE=Release >/dev/null
-cmake --build build -j"$(nproc)" --target gcompile gcrt gcrt_host >/dev/null
+cmake --build build -j"$(nproc)" --target gcompile gcrt gcrt_host cuda_cpu_ref >/dev/null
 gc=build/gcompile
-cp build/libgcrt_host.a "$b/"
+cp build/libgcrt_host.a build/tests/cuda/libcuda_cpu_ref.a "$b/"
+# the kernel test's CPU reference links OpenBLAS, which the GPU machine lacks
+mkdir -p "$b/lib"
+for l in libopenblas.so.0 libgfortran.so.5 libquadmath.so.0; do
+    cp -L "$(ldconfig -p | awk -v l=$l '$1 == l { print $NF; exit }')" "$b/lib/"
+done
 # tiny: CUDA source + CPU reference losses over 10 steps
-for prec in fp32; do
+for prec in fp32 bf16; do
     $gc models/gpt2.graph --config tiny --target cuda --precision $prec --emit cuda -o "$b/tiny_$prec.cu"
 done
 $gc models/gpt2.graph --config tiny --target cpu -o "$b/tiny_cpu"
 "$b/tiny_cpu" --threads 2 --steps 10 --lr 1e-3 --log "$b/tiny_cpu.jsonl" >/dev/null
 rm "$b/tiny_cpu"
 # GPT-2 124M at T=1024 for several B: the run picks the largest whose plan fits
-for B in 4 8 16 24 32 48 64; do
-    $gc models/gpt2.graph --config gpt2_124M -D T=1024 -D B=$B --target cuda --emit cuda -o "$b/g124_B$B.cu"
-    $gc models/gpt2.graph --config gpt2_124M -D T=1024 -D B=$B --target cuda --emit summary |
-        sed -n 's/^planned_bytes: //p' >"$b/g124_B$B.bytes"
+for prec in fp32 bf16; do
+    for B in 4 8 16 24 32 48 64; do
+        $gc models/gpt2.graph --config gpt2_124M -D T=1024 -D B=$B --target cuda --precision $prec --emit cuda \
+            -o "$b/g124_${prec}_B$B.cu"
+        $gc models/gpt2.graph --config gpt2_124M -D T=1024 -D B=$B --target cuda --precision $prec --emit summary |
+            sed -n 's/^planned_bytes: //p' >"$b/g124_${prec}_B$B.bytes"
+    done
 done
 du -sh "$b"
 echo "prepared $b: carry it and run  sh tests/gpu/run.sh"

@@ -20,33 +20,48 @@ build() {  # build SRC EXE
         -lcublasLt -lcublas -Xcompiler -fopenmp -lm
 }
 fail=0
-# 1. tiny model against the CPU target's losses
+# 0. every CUDA kernel against the CPU kernels on random inputs, on the GPU
 t0=$(date +%s)
-build "$b/tiny_fp32.cu" "$out/tiny_fp32" || { log "FAIL: nvcc tiny"; exit 1; }
-log "nvcc tiny: $(( $(date +%s) - t0 )) s"
-"$out/tiny_fp32" --steps 10 --lr 1e-3 --log "$out/tiny_fp32.jsonl" >"$out/tiny_fp32.txt" 2>&1 || fail=1
-paste -d' ' "$b/tiny_cpu.jsonl" "$out/tiny_fp32.jsonl" | awk '
+if nvcc -O3 -std=c++17 -gencode "arch=compute_$arch,code=sm_$arch" -Iruntime -Iruntime/cuda \
+        runtime/cuda/kernels_cuda.cu runtime/cuda/device_cuda.cu tests/cuda/test_kernels.cc \
+        "$b/libcuda_cpu_ref.a" "$b/lib/libopenblas.so.0" -Xcompiler -fopenmp -lcublasLt -o "$out/test_kernels_gpu"; then
+    LD_LIBRARY_PATH="$b/lib" "$out/test_kernels_gpu" >"$out/kernels.txt" 2>&1 || fail=1
+    log "kernel tests on the GPU ($(( $(date +%s) - t0 )) s): $(tail -1 "$out/kernels.txt")"
+else
+    log "FAIL: nvcc kernel tests"; fail=1
+fi
+# 1. tiny model against the CPU target's losses (fp32: 1e-4, bf16: 2e-2)
+for prec in fp32 bf16; do
+tol=1e-4; [ $prec = bf16 ] && tol=2e-2
+t0=$(date +%s)
+build "$b/tiny_$prec.cu" "$out/tiny_$prec" || { log "FAIL: nvcc tiny $prec"; exit 1; }
+log "nvcc tiny $prec: $(( $(date +%s) - t0 )) s"
+"$out/tiny_$prec" --steps 10 --lr 1e-3 --log "$out/tiny_$prec.jsonl" >"$out/tiny_$prec.txt" 2>&1 || fail=1
+paste -d' ' "$b/tiny_cpu.jsonl" "$out/tiny_$prec.jsonl" | awk -v tol=$tol -v prec=$prec '
     { match($0, /"loss":[-0-9.e+]*/); a = substr($0, RSTART + 7, RLENGTH - 7); rest = substr($0, RSTART + RLENGTH);
       match(rest, /"loss":[-0-9.e+]*/); c = substr(rest, RSTART + 7, RLENGTH - 7);
       d = a - c; if (d < 0) d = -d; if (d > m) m = d; printf "step %2d cpu %.6f cuda %.6f |diff| %.2e\n", NR, a, c, d }
-    END { printf "tiny fp32: max |cpu - cuda| = %.2e (limit 1e-4): %s\n", m, m <= 1e-4 ? "PASS" : "FAIL"; exit m > 1e-4 }' \
+    END { printf "tiny %s: max |cpu - cuda| = %.2e (limit %s): %s\n", prec, m, tol, m <= tol ? "PASS" : "FAIL"; exit m > tol }' \
     | tee -a "$out/summary.txt" || fail=1
+done
 # 2. GPT-2 124M, T=1024, the largest B whose plan fits the free memory
 free=$(nvidia-smi --query-gpu=memory.free --format=csv,noheader,nounits | head -1)
 free=$((free * 1024 * 1024))
 best=""
-for B in 4 8 16 24 32 48 64; do
-    need=$(cat "$b/g124_B$B.bytes")
-    [ "$need" -lt $((free - 1024 * 1024 * 1024)) ] && best=$B
-done
-log "free device memory: $free bytes; largest B that fits: ${best:-none}"
-if [ -n "$best" ]; then
+for prec in bf16 fp32; do
+    best=""
+    for B in 4 8 16 24 32 48 64; do
+        need=$(cat "$b/g124_${prec}_B$B.bytes")
+        [ "$need" -lt $((free - 1024 * 1024 * 1024)) ] && best=$B
+    done
+    log "124M $prec: free device memory $free bytes; largest B that fits: ${best:-none}"
+    [ -n "$best" ] || continue
     t0=$(date +%s)
-    build "$b/g124_B$best.cu" "$out/g124" || { log "FAIL: nvcc 124M"; exit 1; }
-    log "nvcc 124M: $(( $(date +%s) - t0 )) s"
-    "$out/g124" --steps 12 --log "$out/g124.jsonl" >"$out/g124.txt" 2>&1 || fail=1
-    grep -E "^(device|memory|plan)" "$out/g124.txt" | tee -a "$out/summary.txt"
-    tail -4 "$out/g124.txt" | tee -a "$out/summary.txt"
-fi
+    build "$b/g124_${prec}_B$best.cu" "$out/g124_$prec" || { log "FAIL: nvcc 124M $prec"; fail=1; continue; }
+    log "nvcc 124M $prec: $(( $(date +%s) - t0 )) s"
+    "$out/g124_$prec" --steps 12 --log "$out/g124_$prec.jsonl" >"$out/g124_$prec.txt" 2>&1 || fail=1
+    grep -E "^(device|memory|plan)" "$out/g124_$prec.txt" | tee -a "$out/summary.txt"
+    tail -3 "$out/g124_$prec.txt" | tee -a "$out/summary.txt"
+done
 log "gpu check: $([ $fail -eq 0 ] && echo PASS || echo FAIL)"
 exit $fail

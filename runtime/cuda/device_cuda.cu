@@ -1,0 +1,150 @@
+/* device_cuda.cu — the CUDA target's device (gc_runtime.h, "device_cpu.c /
+ * device_cuda.cu"): one GPU, one stream, one cuBLASLt handle. Every CUDA call
+ * is checked (file:line, error string, exit 1). */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "gc_cuda.h"
+
+cudaStream_t gc_stream;
+cublasLtHandle_t gc_cublaslt;
+
+static int dev_ready;
+static int dev_sms, dev_major, dev_minor;
+static char dev_name[256] = "cuda (not initialised)";
+
+/* The GPU to use: $GC_CUDA_DEVICE (default 0), modulo the device count. */
+static int pick_device(int count)
+{
+    const char *s = getenv("GC_CUDA_DEVICE");
+    int d = s ? atoi(s) : 0;
+    return d >= 0 ? d % count : 0;
+}
+
+int gc_device_init(char *err, size_t errlen)
+{
+    if (dev_ready)
+        return 0;
+    int count = 0;
+    cudaError_t e = cudaGetDeviceCount(&count);
+    if (e != cudaSuccess || count <= 0) {
+        if (err && errlen)
+            snprintf(err, errlen, "no CUDA device (%s)",
+                     e != cudaSuccess ? cudaGetErrorString(e) : "the driver reports 0 devices");
+        (void)cudaGetLastError();   /* clear the sticky state of the failed query */
+        return 1;
+    }
+    int d = pick_device(count);
+    GC_CUDA_CHECK(cudaSetDevice(d));
+    cudaDeviceProp prop;
+    GC_CUDA_CHECK(cudaGetDeviceProperties(&prop, d));
+    snprintf(dev_name, sizeof dev_name, "%s", prop.name);
+    dev_sms = prop.multiProcessorCount;
+    dev_major = prop.major;
+    dev_minor = prop.minor;
+    GC_CUDA_CHECK(cudaStreamCreate(&gc_stream));
+    if (!gc_cublaslt)
+        GC_CUBLAS_CHECK(cublasLtCreate(&gc_cublaslt));
+    dev_ready = 1;
+    return 0;
+}
+
+const char *gc_device_name(void) { return dev_name; }
+
+size_t gc_device_free_bytes(void)
+{
+    size_t free_b = 0, total = 0;
+    GC_CUDA_CHECK(cudaMemGetInfo(&free_b, &total));
+    return free_b;
+}
+
+/* Dense peak per SM (TFLOP/s) of each architecture's data-center part at its
+ * boost clock: bf16 tensor, tf32 tensor, fp32 SIMT. H100/H200 (132 SMs):
+ * 989 bf16; A100 (108): 312. */
+typedef struct {
+    int major, minor;
+    double bf16, tf32, fp32;
+} PeakRow;
+
+static const PeakRow peak_table[] = {
+    {7, 0, 0.0, 0.0, 15.7 / 80},                      /* V100: no bf16 */
+    {7, 5, 0.0, 0.0, 8.1 / 40},                       /* T4 */
+    {8, 0, 312.0 / 108, 156.0 / 108, 19.5 / 108},     /* A100 */
+    {8, 6, 125.0 / 72, 62.5 / 72, 31.2 / 72},         /* A10 */
+    {8, 9, 362.0 / 142, 181.0 / 142, 91.6 / 142},     /* L40S */
+    {9, 0, 989.4 / 132, 494.7 / 132, 66.9 / 132},     /* H100 SXM, H200 */
+    {10, 0, 2250.0 / 148, 1100.0 / 148, 80.0 / 148},  /* B200 */
+};
+
+double gc_device_peak_flops(int bf16)
+{
+    if (!dev_ready)
+        return 0.0;
+    for (size_t i = 0; i < sizeof peak_table / sizeof peak_table[0]; i++) {
+        const PeakRow *r = &peak_table[i];
+        if (r->major == dev_major && r->minor == dev_minor) {
+            double per_sm = bf16 ? r->bf16 : gc_cuda_tf32() ? r->tf32 : r->fp32;
+            return per_sm * 1e12 * dev_sms;
+        }
+    }
+    return 0.0;
+}
+
+void *gc_device_alloc(size_t bytes)
+{
+    void *p = NULL;
+    size_t n = bytes ? bytes : 1;
+    cudaError_t e = cudaMalloc(&p, n);
+    if (e != cudaSuccess) {
+        (void)cudaGetLastError();
+        size_t free_b = 0, total = 0;
+        (void)cudaMemGetInfo(&free_b, &total);
+        fprintf(stderr, "error: cannot allocate %zu bytes of device memory on %s: %s (%zu bytes free)\n", bytes,
+                dev_name, cudaGetErrorString(e), free_b);
+        exit(1);
+    }
+    GC_CUDA_CHECK(cudaMemsetAsync(p, 0, n, gc_stream));
+    GC_CUDA_CHECK(cudaStreamSynchronize(gc_stream));
+    return p;
+}
+
+void gc_device_free(void *p)
+{
+    if (p)
+        GC_CUDA_CHECK(cudaFree(p));
+}
+
+void gc_device_upload(void *dst, const void *src, size_t bytes)
+{
+    if (!bytes)
+        return;
+    GC_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, gc_stream));
+    GC_CUDA_CHECK(cudaStreamSynchronize(gc_stream));
+}
+
+void gc_device_download(void *dst, const void *src, size_t bytes)
+{
+    if (!bytes)
+        return;
+    GC_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, gc_stream));
+    GC_CUDA_CHECK(cudaStreamSynchronize(gc_stream));
+}
+
+void gc_cuda_check_errors(void)
+{
+    gc_cuda_error e;
+    gc_cuda_read_error(&e);   /* synchronizes gc_stream */
+    if (!e.flag)
+        return;
+    /* the CPU kernels' wording */
+    fprintf(stderr, "error: %s %d at position %ld is outside %s [0, %ld)\n", e.flag == 2 ? "target" : "index",
+            e.value, e.pos, e.flag == 2 ? "the vocabulary" : "the embedding table", e.limit);
+    exit(1);
+}
+
+void gc_device_sync(void)
+{
+    GC_CUDA_CHECK(cudaStreamSynchronize(gc_stream));
+    gc_cuda_check_errors();
+}

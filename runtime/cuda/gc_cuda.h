@@ -1,0 +1,175 @@
+/* gc_cuda.h — private declarations of the CUDA runtime, shared by
+ * kernels_cuda.cu, device_cuda.cu and the train.cu that gcompile emits.
+ *
+ * The same sources also compile as plain C++ against the SIMT emulator in
+ * tests/cuda/shim/ (which defines GCEMU): kernels are then run on the CPU, one
+ * fiber per CUDA thread. Everything that differs between the two builds is in
+ * this header (GC_LAUNCH, GC_DYN_SHARED); the .cu files are identical.
+ *
+ * Sections:
+ *   types       gc_bf16
+ *   checks      GC_CUDA_CHECK, GC_CUBLAS_CHECK, GC_LAUNCH, GC_DYN_SHARED
+ *   device_cuda.cu   stream, cuBLASLt handle, device error flag
+ *   kernels_cuda.cu  workspace, TF32, matmul cache, error flag
+ *   kernels_cuda.cu: bf16   the bf16 variants of the kernels
+ */
+#ifndef GC_CUDA_H
+#define GC_CUDA_H
+
+#include <stdio.h>
+#include <stdlib.h>
+
+#include <cuda_bf16.h>
+#include <cuda_runtime.h>
+#include <cublasLt.h>
+
+#include "gc_runtime.h"
+
+/* bf16 storage (--precision bf16): __bfloat162float / __float2bfloat16
+ * (round to nearest even) convert. */
+typedef __nv_bfloat16 gc_bf16;
+
+/* ---------------------------------------------------------------- checks */
+
+/* Every CUDA runtime call: on failure print file:line and the error string,
+ * exit 1. */
+#define GC_CUDA_CHECK(call) gc_cuda_check_((call), #call, __FILE__, __LINE__)
+/* Every cuBLAS / cuBLASLt call. */
+#define GC_CUBLAS_CHECK(call) gc_cublas_check_((call), #call, __FILE__, __LINE__)
+
+static inline void gc_cuda_check_(cudaError_t e, const char *what, const char *file, int line)
+{
+    if (e != cudaSuccess) {
+        fprintf(stderr, "%s:%d: CUDA error: %s (%s)\n", file, line, cudaGetErrorString(e), what);
+        exit(1);
+    }
+}
+
+static inline void gc_cublas_check_(cublasStatus_t s, const char *what, const char *file, int line)
+{
+    if (s != CUBLAS_STATUS_SUCCESS) {
+        fprintf(stderr, "%s:%d: cuBLAS error: %s (%s)\n", file, line, cublasLtGetStatusString(s), what);
+        exit(1);
+    }
+}
+
+/* GC_LAUNCH(kernel, grid, block, shmem_bytes, args...): launch on gc_stream
+ * and check the launch. `kernel` may be a template-id (foo<float>; in
+ * parentheses when it has a comma: (foo<float, int>)). Under the emulator:
+ * the arguments are converted to the kernel's parameter types once, as a
+ * launch does, then the kernel runs on the CPU, block after block. */
+#ifdef GCEMU
+#define GC_LAUNCH(kernel, grid, block, shmem, ...)                                           \
+    do {                                                                                     \
+        typename gcemu_params<decltype(&kernel)>::type gcemu_args_{__VA_ARGS__};             \
+        gcemu_launch(#kernel, dim3(grid), dim3(block), (size_t)(shmem),                      \
+                     [&gcemu_args_]() { std::apply(kernel, gcemu_args_); }, __FILE__, __LINE__); \
+    } while (0)
+#else
+#define GC_LAUNCH(kernel, grid, block, shmem, ...)                                   \
+    do {                                                                             \
+        kernel<<<(grid), (block), (shmem), gc_stream>>>(__VA_ARGS__);                \
+        GC_CUDA_CHECK(cudaGetLastError());                                           \
+    } while (0)
+#endif
+
+/* Dynamic shared memory inside a kernel: GC_DYN_SHARED(float, buf); */
+#ifdef GCEMU
+#define GC_DYN_SHARED(type, name) type *name = (type *)gcemu_dyn_shared()
+#else
+#define GC_DYN_SHARED(type, name) extern __shared__ type name[]
+#endif
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ---------------------------------------------------------------- device_cuda.cu */
+
+/* The stream every kernel, copy and cuBLASLt call of the runtime runs on
+ * (created by gc_device_init; a blocking stream, so it also orders with the
+ * legacy default stream). */
+extern cudaStream_t gc_stream;
+/* The cuBLASLt handle (created by gc_device_init). */
+extern cublasLtHandle_t gc_cublaslt;
+
+/* Checks the device-side error flag that kernels raise on bad input (an
+ * index or target outside its range). Synchronizes gc_stream; on an error
+ * prints the CPU kernels' message ("error: index 77 at position 2 is outside
+ * the embedding table [0, 50)", "error: target ... outside the vocabulary
+ * ...") and exits 1. gc_device_sync() calls it, so a program that syncs after
+ * each step needs nothing else. */
+void gc_cuda_check_errors(void);
+
+/* ---------------------------------------------------------------- kernels_cuda.cu */
+
+/* Scratch memory for cuBLASLt and for the deterministic reductions: the
+ * two-pass column sums (reduce_rows, layernorm dw/db: up to
+ * 1024 x cols x 2 floats, fewer chunks when smaller) and embedding_bwd's sort
+ * (8 bytes x n rounded up to a power of two; below that an O(n^2) fallback).
+ * Used in stream order on gc_stream only, so one buffer serves every kernel.
+ * 32 MiB (llm.c's cuBLASLt size) covers GPT-2 up to n = B*T = 4M. 0 bytes
+ * works too (slower single-pass fallbacks). Results are deterministic for a
+ * given workspace size; another size may change the last bits of the column
+ * sums. p is rounded up to 256-byte alignment (bytes shrink to match). Set it
+ * before each step (the pointer is kept, not copied). */
+void gc_cuda_set_workspace(void *p, size_t bytes);
+#define GC_CUDA_WORKSPACE_BYTES ((size_t)32 << 20)
+
+/* TF32 tensor cores for fp32 matmuls: off by default (fp32 then matches the
+ * CPU target within 1e-4); on trades ~1e-3 relative error for ~8x speed. */
+void gc_cuda_set_tf32(int on);
+int gc_cuda_tf32(void);
+
+/* Raised by kernels on a token or target outside [0, limit); read by
+ * gc_cuda_check_errors. Defined in kernels_cuda.cu. */
+typedef struct {
+    int flag;      /* 0: no error; 1: embedding index; 2: cross-entropy target */
+    int value;     /* the offending value */
+    long limit;    /* the valid range was [0, limit) */
+    long pos;      /* its position in the index tensor */
+} gc_cuda_error;
+void gc_cuda_read_error(gc_cuda_error *e);  /* synchronous; clears the flag */
+
+/* Drops the cached cuBLASLt descriptors (called by tests and at exit). */
+void gc_cuda_matmul_cache_clear(void);
+
+/* ---------------------------------------------------------------- kernels_cuda.cu: bf16 */
+/* For --precision bf16 (llm.c's scheme): bf16 activations and bf16 copies of
+ * the weights; fp32 master weights, optimizer state, parameter gradients,
+ * layernorm statistics and the loss. Each is its fp32 namesake in
+ * gc_runtime.h with these types; all arithmetic is fp32, rounded once to bf16
+ * on store (nearest even). Same in-place and acc rules. */
+void gc_matmul_bf16(gc_bf16 *c, const gc_bf16 *a, const gc_bf16 *b, long batch, long M, long N, long K, int ta,
+                    int tb, int acc);
+/* fp32 output (weight gradients): c (+)= op(a) @ op(b) */
+void gc_matmul_bf16_f32(float *c, const gc_bf16 *a, const gc_bf16 *b, long batch, long M, long N, long K, int ta,
+                        int tb, int acc);
+void gc_reduce_rows_bf16(float *out, const gc_bf16 *in, long rows, long cols, int acc);
+void gc_embedding_fwd_bf16(gc_bf16 *out, const int32_t *idx, const gc_bf16 *table, long n, long rows, long C);
+void gc_embedding_bwd_bf16(float *dtable, const gc_bf16 *dout, const int32_t *idx, long n, long rows, long C,
+                           int acc);
+void gc_layernorm_fwd_bf16(gc_bf16 *out, float *mean, float *rstd, const gc_bf16 *x, const gc_bf16 *w,
+                           const gc_bf16 *b, long N, long C, float eps);
+void gc_layernorm_bwd_bf16(gc_bf16 *dx, float *dw, float *db, const gc_bf16 *dout, const gc_bf16 *x,
+                           const gc_bf16 *w, const float *mean, const float *rstd, long N, long C, int acc);
+void gc_permute_bf16(gc_bf16 *out, const gc_bf16 *in, int rank, const long *shape, const int *perm, int acc);
+void gc_softmax_fwd_bf16(gc_bf16 *out, const gc_bf16 *in, long rows, long cols);
+void gc_softmax_bwd_bf16(gc_bf16 *dx, const gc_bf16 *dy, const gc_bf16 *y, long rows, long cols, int acc);
+void gc_causal_mask_fwd_bf16(gc_bf16 *out, const gc_bf16 *in, long batch, long T);
+void gc_causal_mask_bwd_bf16(gc_bf16 *dx, const gc_bf16 *dy, long batch, long T, int acc);
+void gc_crossentropy_fwd_bf16(float *loss, const gc_bf16 *logits, const int32_t *targets, long n, long Vp, long V);
+void gc_crossentropy_bwd_bf16(gc_bf16 *dlogits, const float *dloss, const gc_bf16 *logits, const int32_t *targets,
+                              long n, long Vp, long V, int acc);
+void gc_fill_bf16(gc_bf16 *x, long n, float value);
+/* gc_adamw that also writes the updated weights, rounded, to pcopy (the bf16
+ * weight copy; NULL: none) in the same pass */
+void gc_adamw_bf16(float *p, gc_bf16 *pcopy, const float *g, float *m, float *v, long n, float lr, float beta1,
+                   float beta2, float eps, float wd, int t);
+void gc_cast_bf16(gc_bf16 *out, const float *in, long n);   /* round to nearest even */
+void gc_cast_f32(float *out, const gc_bf16 *in, long n);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,1193 @@
+/* kernels_cuda.cu — the CUDA kernels of gc_runtime.h ("kernels_cpu.c /
+ * kernels_cuda.cu" section): same names and signatures as the CPU kernels,
+ * device pointers, everything on gc_stream.
+ *
+ * Each op is a kernel plus a host launcher (outputs first, then const inputs,
+ * sizes, flags). Row kernels (layernorm, softmax) put one warp on a row and
+ * reduce with shuffles; cross-entropy puts a block on a row. Every reduction
+ * has a fixed shape that depends only on the sizes (and on the workspace size
+ * for the two-pass column sums), never on timing: no floating-point atomics,
+ * so a step is bit-reproducible.
+ *
+ * Kernels are templates over the storage type of activations (float, and
+ * gc_bf16 for the _bf16 entry points declared in gc_cuda.h) and always compute
+ * in float. Host launchers: gc_<op> (fp32, gc_runtime.h) and gc_<op>_bf16
+ * wrap one template launcher <op>.
+ *
+ * This file also compiles as C++ on the CPU against tests/cuda/shim (the SIMT
+ * emulator); keep it free of anything the shim lacks.
+ */
+#include <math.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "gc_cuda.h"
+
+static_assert(sizeof(gc_real) == sizeof(float), "kernels_cuda.cu is built with gc_real = float");
+
+#define FULL_MASK 0xffffffffu
+
+/* ---------------------------------------------------------------- state */
+
+static void *gc_ws;            /* workspace (gc_cuda_set_workspace) */
+static size_t gc_ws_bytes;
+static int gc_use_tf32;
+
+static __device__ gc_cuda_error gc_err_dev;   /* raised by kernels, read by the host */
+
+/* Aligned up to 256 bytes (cuBLASLt's alignment; the sort's 8-byte keys). */
+void gc_cuda_set_workspace(void *p, size_t bytes)
+{
+    size_t skip = p ? (size_t)((256 - (uintptr_t)p % 256) % 256) : 0;
+    if (!p || bytes <= skip) {
+        gc_ws = NULL;
+        gc_ws_bytes = 0;
+        return;
+    }
+    gc_ws = (char *)p + skip;
+    gc_ws_bytes = bytes - skip;
+}
+
+void gc_cuda_set_tf32(int on) { gc_use_tf32 = on != 0; }
+int gc_cuda_tf32(void) { return gc_use_tf32; }
+
+void gc_cuda_read_error(gc_cuda_error *e)
+{
+    static const gc_cuda_error none = {0, 0, 0, 0};
+    GC_CUDA_CHECK(cudaMemcpyFromSymbolAsync(e, gc_err_dev, sizeof *e, 0, cudaMemcpyDeviceToHost, gc_stream));
+    GC_CUDA_CHECK(cudaStreamSynchronize(gc_stream));
+    if (e->flag)
+        GC_CUDA_CHECK(cudaMemcpyToSymbolAsync(gc_err_dev, &none, sizeof none, 0, cudaMemcpyHostToDevice, gc_stream));
+}
+
+/* First error wins; the host reports it after the step. */
+static __device__ void raise_error(int kind, int value, long limit, long pos)
+{
+    if (atomicCAS(&gc_err_dev.flag, 0, kind) == 0) {
+        gc_err_dev.value = value;
+        gc_err_dev.limit = limit;
+        gc_err_dev.pos = pos;
+    }
+}
+
+/* ---------------------------------------------------------------- helpers */
+
+/* Storage type <-> float: every kernel loads through to_f and stores
+ * through store (bf16: round to nearest even). */
+__device__ __forceinline__ float to_f(float x) { return x; }
+__device__ __forceinline__ float to_f(gc_bf16 x) { return __bfloat162float(x); }
+__device__ __forceinline__ void store(float *p, float v) { *p = v; }
+__device__ __forceinline__ void store(gc_bf16 *p, float v) { *p = __float2bfloat16(v); }
+
+/* out (+)= v, by the acc flag */
+template <class T> __device__ __forceinline__ void put(T *p, float v, int acc)
+{
+    store(p, acc ? to_f(*p) + v : v);
+}
+
+/* Butterfly sums: every lane ends with the same bits (a+b == b+a). */
+__device__ __forceinline__ float warp_sum(float v)
+{
+    for (int o = 16; o > 0; o >>= 1)
+        v += __shfl_xor_sync(FULL_MASK, v, o);
+    return v;
+}
+
+/* Online softmax state: running max m and sum s of exp(x - m). */
+struct MaxSum {
+    float m, s;
+};
+
+__device__ __forceinline__ MaxSum ms_add(MaxSum a, float x)
+{
+    if (x > a.m) {
+        a.s = a.s * expf(a.m - x) + 1.0f;   /* expf(-inf) = 0 on the first value */
+        a.m = x;
+    } else if (x != -INFINITY) {
+        a.s += expf(x - a.m);
+    }
+    return a;
+}
+
+/* Commutative bit for bit, so butterfly lanes agree. */
+__device__ __forceinline__ MaxSum ms_merge(MaxSum a, MaxSum b)
+{
+    float m = fmaxf(a.m, b.m);
+    if (m == -INFINITY)
+        return a;
+    float sa = a.m == -INFINITY ? 0.0f : a.s * expf(a.m - m);
+    float sb = b.m == -INFINITY ? 0.0f : b.s * expf(b.m - m);
+    MaxSum r = {m, sa + sb};
+    return r;
+}
+
+__device__ __forceinline__ MaxSum warp_maxsum(MaxSum v)
+{
+    for (int o = 16; o > 0; o >>= 1) {
+        MaxSum w = {__shfl_xor_sync(FULL_MASK, v.m, o), __shfl_xor_sync(FULL_MASK, v.s, o)};
+        v = ms_merge(v, w);
+    }
+    return v;
+}
+
+/* Block-wide reductions (blockDim.x a multiple of 32, <= 1024; every thread
+ * of the block must call). All threads get the result. */
+static __device__ float block_sum(float v)
+{
+    __shared__ float part[32];
+    int lane = threadIdx.x % 32, warp = threadIdx.x / 32, nwarps = blockDim.x / 32;
+    v = warp_sum(v);
+    __syncthreads();   /* the previous call's readers are done with part[] */
+    if (lane == 0)
+        part[warp] = v;
+    __syncthreads();
+    return warp_sum(lane < nwarps ? part[lane] : 0.0f);
+}
+
+static __device__ MaxSum block_maxsum(MaxSum v)
+{
+    __shared__ float pm[32], ps[32];
+    int lane = threadIdx.x % 32, warp = threadIdx.x / 32, nwarps = blockDim.x / 32;
+    v = warp_maxsum(v);
+    __syncthreads();
+    if (lane == 0) {
+        pm[warp] = v.m;
+        ps[warp] = v.s;
+    }
+    __syncthreads();
+    MaxSum r = {-INFINITY, 0.0f};
+    if (lane < nwarps) {
+        r.m = pm[lane];
+        r.s = ps[lane];
+    }
+    return warp_maxsum(r);
+}
+
+static unsigned ceil_div(long a, long b) { return (unsigned)((a + b - 1) / b); }
+
+/* Grid size for n items of `per` each; an error above CUDA's limit. */
+static unsigned grid_for(long n, long per)
+{
+    long g = (n + per - 1) / per;
+    if (g > 2147483647L) {
+        fprintf(stderr, "%s:%d: internal error: grid of %ld blocks\n", __FILE__, __LINE__, g);
+        exit(1);
+    }
+    return (unsigned)g;
+}
+
+/* Largest power of two (<= 256) dividing the address. */
+static uint32_t align_of(const void *p)
+{
+    uintptr_t a = (uintptr_t)p;
+    uint32_t al = 256;
+    while (al > 1 && a % al)
+        al >>= 1;
+    return al;
+}
+
+/* ---------------------------------------------------------------- gc_matmul (cuBLASLt) */
+
+/* Row-major C = op(A) op(B) is column-major C^T = op(B)^T op(A)^T, so the
+ * cuBLASLt call gets B as its first operand and A as its second:
+ *   Lt "A" = our B: stored NxK col-major (ld N) when !tb -> op N; stored KxN col-major (ld K) when tb -> op T
+ *   Lt "B" = our A: stored KxM col-major (ld K) when !ta -> op N; stored MxK (ld M) when ta -> op T
+ *   Lt "D" = our C: NxM col-major, ld N.
+ * Descriptors and the heuristic's algorithm are cached per shape. */
+typedef struct {
+    long batch, M, N, K;
+    int ta, tb, tf32;
+    cudaDataType_t tab, tc;   /* element types of a and b, of c */
+    uint32_t align[3];
+    size_t ws;
+    cublasLtMatmulDesc_t desc;
+    cublasLtMatrixLayout_t la, lb, lc;
+    cublasLtMatmulAlgo_t algo;
+} MatmulPlan;
+
+enum { MATMUL_CACHE = 64 };
+static MatmulPlan mm_cache[MATMUL_CACHE];
+static int mm_count, mm_next;
+
+static void plan_destroy(MatmulPlan *p)
+{
+    GC_CUBLAS_CHECK(cublasLtMatmulDescDestroy(p->desc));
+    GC_CUBLAS_CHECK(cublasLtMatrixLayoutDestroy(p->la));
+    GC_CUBLAS_CHECK(cublasLtMatrixLayoutDestroy(p->lb));
+    GC_CUBLAS_CHECK(cublasLtMatrixLayoutDestroy(p->lc));
+}
+
+void gc_cuda_matmul_cache_clear(void)
+{
+    for (int i = 0; i < mm_count; i++)
+        plan_destroy(&mm_cache[i]);
+    mm_count = mm_next = 0;
+}
+
+static cublasLtMatrixLayout_t make_layout(cudaDataType_t type, uint64_t rows, uint64_t cols, int64_t ld, long batch,
+                                          int64_t stride)
+{
+    cublasLtMatrixLayout_t l;
+    GC_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&l, type, rows, cols, ld));
+    if (batch > 1) {
+        int32_t b = (int32_t)batch;
+        GC_CUBLAS_CHECK(cublasLtMatrixLayoutSetAttribute(l, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &b, sizeof b));
+        GC_CUBLAS_CHECK(cublasLtMatrixLayoutSetAttribute(l, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET, &stride,
+                                                         sizeof stride));
+    }
+    return l;
+}
+
+static void plan_build(MatmulPlan *p)
+{
+    /* fp32 accumulation always; TF32 only applies to fp32 operands */
+    cublasComputeType_t ct = p->tf32 && p->tab == CUDA_R_32F ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
+    GC_CUBLAS_CHECK(cublasLtMatmulDescCreate(&p->desc, ct, CUDA_R_32F));
+    int32_t opa = p->tb ? CUBLAS_OP_T : CUBLAS_OP_N, opb = p->ta ? CUBLAS_OP_T : CUBLAS_OP_N;
+    GC_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_TRANSA, &opa, sizeof opa));
+    GC_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_TRANSB, &opb, sizeof opb));
+    p->la = p->tb ? make_layout(p->tab, p->K, p->N, p->K, p->batch, p->N * p->K)
+                  : make_layout(p->tab, p->N, p->K, p->N, p->batch, p->N * p->K);
+    p->lb = p->ta ? make_layout(p->tab, p->M, p->K, p->M, p->batch, p->M * p->K)
+                  : make_layout(p->tab, p->K, p->M, p->K, p->batch, p->M * p->K);
+    p->lc = make_layout(p->tc, p->N, p->M, p->N, p->batch, p->M * p->N);
+
+    cublasLtMatmulPreference_t pref;
+    GC_CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&pref));
+    uint64_t ws = p->ws;
+    GC_CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof ws));
+    /* Lt's A is our b, Lt's B our a; C and D are both c */
+    uint32_t al[4] = {p->align[1], p->align[0], p->align[2], p->align[2]};
+    GC_CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, &al[0], 4));
+    GC_CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, &al[1], 4));
+    GC_CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &al[2], 4));
+    GC_CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &al[3], 4));
+    cublasLtMatmulHeuristicResult_t res;
+    int nres = 0;
+    GC_CUBLAS_CHECK(cublasLtMatmulAlgoGetHeuristic(gc_cublaslt, p->desc, p->la, p->lb, p->lc, p->lc, pref, 1, &res, &nres));
+    GC_CUBLAS_CHECK(cublasLtMatmulPreferenceDestroy(pref));
+    if (nres < 1) {
+        fprintf(stderr, "%s:%d: cuBLASLt has no algorithm for matmul batch=%ld M=%ld N=%ld K=%ld ta=%d tb=%d\n",
+                __FILE__, __LINE__, p->batch, p->M, p->N, p->K, p->ta, p->tb);
+        exit(1);
+    }
+    p->algo = res.algo;
+}
+
+static MatmulPlan *plan_get(const MatmulPlan *key)
+{
+    for (int i = 0; i < mm_count; i++) {
+        MatmulPlan *p = &mm_cache[i];
+        if (p->batch == key->batch && p->M == key->M && p->N == key->N && p->K == key->K && p->ta == key->ta &&
+            p->tb == key->tb && p->tf32 == key->tf32 && p->tab == key->tab && p->tc == key->tc && p->ws == key->ws &&
+            p->align[0] == key->align[0] &&
+            p->align[1] == key->align[1] && p->align[2] == key->align[2])
+            return p;
+    }
+    MatmulPlan *p;
+    if (mm_count < MATMUL_CACHE) {
+        p = &mm_cache[mm_count++];
+    } else {
+        p = &mm_cache[mm_next];
+        mm_next = (mm_next + 1) % MATMUL_CACHE;
+        plan_destroy(p);
+    }
+    *p = *key;
+    plan_build(p);
+    return p;
+}
+
+template <class T> static void fill(T *x, long n, float value);
+
+/* c (B, M, N) (+)= op(a) (B, M, K) @ op(b) (B, K, N); a and b of type tab, c of tc */
+static void matmul(void *c, cudaDataType_t tc, const void *a, const void *b, cudaDataType_t tab, long batch, long M,
+                   long N, long K, int ta, int tb, int acc)
+{
+    if (batch <= 0 || M <= 0 || N <= 0)
+        return;
+    if (K <= 0) {
+        if (!(acc & 1)) {
+            if (tc == CUDA_R_32F)
+                fill((float *)c, batch * M * N, 0.0f);
+            else
+                fill((gc_bf16 *)c, batch * M * N, 0.0f);
+        }
+        return;
+    }
+    if (!gc_cublaslt)
+        GC_CUBLAS_CHECK(cublasLtCreate(&gc_cublaslt));
+    MatmulPlan key;
+    memset(&key, 0, sizeof key);
+    key.batch = batch;
+    key.M = M;
+    key.N = N;
+    key.K = K;
+    key.ta = ta != 0;
+    key.tb = tb != 0;
+    key.tf32 = gc_use_tf32;
+    key.tab = tab;
+    key.tc = tc;
+    key.ws = gc_ws_bytes;
+    key.align[0] = align_of(a);
+    key.align[1] = align_of(b);
+    key.align[2] = align_of(c);
+    MatmulPlan *p = plan_get(&key);
+    const float alpha = 1.0f, beta = (acc & 1) ? 1.0f : 0.0f;
+    GC_CUBLAS_CHECK(cublasLtMatmul(gc_cublaslt, p->desc, &alpha, b, p->la, a, p->lb, &beta, c, p->lc, c, p->lc,
+                                   &p->algo, gc_ws, gc_ws_bytes, gc_stream));
+}
+
+void gc_matmul(gc_real *c, const gc_real *a, const gc_real *b, long batch, long M, long N, long K, int ta, int tb,
+               int acc)
+{
+    matmul(c, CUDA_R_32F, a, b, CUDA_R_32F, batch, M, N, K, ta, tb, acc);
+}
+
+void gc_matmul_bf16(gc_bf16 *c, const gc_bf16 *a, const gc_bf16 *b, long batch, long M, long N, long K, int ta,
+                    int tb, int acc)
+{
+    matmul(c, CUDA_R_16BF, a, b, CUDA_R_16BF, batch, M, N, K, ta, tb, acc);
+}
+
+void gc_matmul_bf16_f32(float *c, const gc_bf16 *a, const gc_bf16 *b, long batch, long M, long N, long K, int ta,
+                        int tb, int acc)
+{
+    matmul(c, CUDA_R_32F, a, b, CUDA_R_16BF, batch, M, N, K, ta, tb, acc);
+}
+
+/* ---------------------------------------------------------------- column sums (two-pass) */
+/* out_k[c] (+)= sum_r f_k(r, c) for k < NOUT: the reductions behind
+ * gc_reduce_rows and layernorm's dw/db. Pass 1: block (32, 8) sums a tile of
+ * 32 columns x `chunk` rows into partial[k][tile_row][col] (or straight into
+ * out when there is one chunk); pass 2 adds the chunks in order. */
+
+enum { CS_TX = 32, CS_TY = 8, CS_CHUNK = 128, CS_MAX_CHUNKS = 1024 };
+
+template <class T> struct ReduceRowsF {
+    const T *in;
+    static const int NOUT = 1;
+    __device__ void operator()(long r, long c, long cols, float *v) const { v[0] += to_f(in[r * cols + c]); }
+};
+
+template <class T> struct LayernormDwDbF {
+    const T *dout, *x;
+    const float *mean, *rstd;
+    static const int NOUT = 2;
+    __device__ void operator()(long r, long c, long cols, float *v) const
+    {
+        float d = to_f(dout[r * cols + c]);
+        v[0] += d * (to_f(x[r * cols + c]) - mean[r]) * rstd[r];   /* dw */
+        v[1] += d;                                                  /* db */
+    }
+};
+
+struct ColOut {
+    float *out[2];   /* NULL: not wanted */
+    int acc[2];
+};
+
+/* grid (ceil(cols/32), nchunks), block (32, 8) */
+template <class F>
+__global__ void colsum_partial_kernel(ColOut o, float *partial, F f, long rows, long cols, long chunk)
+{
+    __shared__ float sh[F::NOUT][CS_TY][CS_TX + 1];
+    long c = (long)blockIdx.x * CS_TX + threadIdx.x;
+    long r0 = (long)blockIdx.y * chunk, r1 = r0 + chunk < rows ? r0 + chunk : rows;
+    float v[F::NOUT];
+    for (int k = 0; k < F::NOUT; k++)
+        v[k] = 0.0f;
+    if (c < cols)
+        for (long r = r0 + threadIdx.y; r < r1; r += CS_TY)
+            f(r, c, cols, v);
+    for (int k = 0; k < F::NOUT; k++)
+        sh[k][threadIdx.y][threadIdx.x] = v[k];
+    __syncthreads();
+    if (threadIdx.y != 0 || c >= cols)
+        return;
+    for (int k = 0; k < F::NOUT; k++) {
+        float s = 0.0f;
+        for (int y = 0; y < CS_TY; y++)
+            s += sh[k][y][threadIdx.x];
+        if (partial)
+            partial[((long)k * gridDim.y + blockIdx.y) * cols + c] = s;
+        else if (o.out[k])
+            put(o.out[k] + c, s, o.acc[k]);
+    }
+}
+
+/* one thread per column: out_k[c] (+)= sum over chunks, in order */
+template <int NOUT>
+__global__ void colsum_final_kernel(ColOut o, const float *partial, long cols, long nchunks)
+{
+    long c = (long)blockIdx.x * blockDim.x + threadIdx.x;
+    if (c >= cols)
+        return;
+#pragma unroll
+    for (int k = 0; k < NOUT; k++) {
+        if (!o.out[k])
+            continue;
+        float s = 0.0f;
+        for (long j = 0; j < nchunks; j++)
+            s += partial[(k * nchunks + j) * cols + c];
+        put(o.out[k] + c, s, o.acc[k]);
+    }
+}
+
+/* The chunking depends only on rows, cols and the workspace size. */
+template <class F> static void colsum(ColOut o, F f, long rows, long cols)
+{
+    if (cols <= 0)
+        return;
+    if (rows <= 0) {
+        for (int k = 0; k < F::NOUT; k++)
+            if (o.out[k] && !o.acc[k])
+                fill(o.out[k], cols, 0.0f);
+        return;
+    }
+    long nchunks = (rows + CS_CHUNK - 1) / CS_CHUNK;
+    if (nchunks > CS_MAX_CHUNKS)
+        nchunks = CS_MAX_CHUNKS;
+    long fit = (long)(gc_ws_bytes / ((size_t)F::NOUT * cols * sizeof(float)));
+    if (nchunks > fit)
+        nchunks = fit;
+    if (nchunks > 65535)
+        nchunks = 65535;
+    if (nchunks <= 1)
+        nchunks = 1;
+    long chunk = (rows + nchunks - 1) / nchunks;
+    nchunks = (rows + chunk - 1) / chunk;
+    float *partial = nchunks > 1 ? (float *)gc_ws : NULL;
+    dim3 grid(ceil_div(cols, CS_TX), (unsigned)nchunks), block(CS_TX, CS_TY);
+    GC_LAUNCH(colsum_partial_kernel<F>, grid, block, 0, o, partial, f, rows, cols, chunk);
+    if (partial)
+        GC_LAUNCH(colsum_final_kernel<F::NOUT>, grid_for(cols, 256), 256, 0, o, partial, cols, nchunks);
+}
+
+/* out (cols) (+)= sum over rows of in (rows, cols) */
+template <class T> static void reduce_rows(float *out, const T *in, long rows, long cols, int acc)
+{
+    ColOut o = {{out, NULL}, {acc & 1, 0}};
+    ReduceRowsF<T> f = {in};
+    colsum(o, f, rows, cols);
+}
+
+void gc_reduce_rows(gc_real *out, const gc_real *in, long rows, long cols, int acc)
+{
+    reduce_rows(out, in, rows, cols, acc);
+}
+
+void gc_reduce_rows_bf16(float *out, const gc_bf16 *in, long rows, long cols, int acc)
+{
+    reduce_rows(out, in, rows, cols, acc);
+}
+
+/* ---------------------------------------------------------------- embedding */
+
+/* out (n, C) = table (rows, C)[idx (n)]; one thread per element */
+template <class T>
+__global__ void embedding_fwd_kernel(T *out, const int32_t *idx, const T *table, long n, long rows, long C)
+{
+    long e = (long)blockIdx.x * blockDim.x + threadIdx.x;
+    if (e >= n * C)
+        return;
+    long i = e / C, c = e % C;
+    int32_t t = idx[i];
+    if (t < 0 || t >= rows) {
+        if (c == 0)
+            raise_error(1, t, rows, i);
+        store(out + e, 0.0f);
+        return;
+    }
+    out[e] = table[(long)t * C + c];
+}
+
+template <class T> static void embedding_fwd(T *out, const int32_t *idx, const T *table, long n, long rows, long C)
+{
+    if (n <= 0 || C <= 0)
+        return;
+    GC_LAUNCH(embedding_fwd_kernel<T>, grid_for(n * C, 256), 256, 0, out, idx, table, n, rows, C);
+}
+
+void gc_embedding_fwd(gc_real *out, const int32_t *idx, const gc_real *table, long n, long rows, long C)
+{
+    embedding_fwd(out, idx, table, n, rows, C);
+}
+
+void gc_embedding_fwd_bf16(gc_bf16 *out, const int32_t *idx, const gc_bf16 *table, long n, long rows, long C)
+{
+    embedding_fwd(out, idx, table, n, rows, C);
+}
+
+/* embedding_bwd: sort (token, position) pairs, then each run of one token is
+ * summed by one block, in position order. Sorting 64-bit keys token<<32|pos
+ * with a bitonic network (keys are distinct, so the result is unique). */
+
+enum { BITONIC_TILE = 2048 };   /* keys per block in the shared-memory stages */
+
+__device__ __forceinline__ void cmp_swap(uint64_t *a, uint64_t *b, bool up)
+{
+    uint64_t x = *a, y = *b;
+    if ((x > y) == up) {
+        *a = y;
+        *b = x;
+    }
+}
+
+/* keys (npad): token<<32 | position, padding UINT64_MAX */
+static __global__ void embed_keys_kernel(uint64_t *keys, const int32_t *idx, long n, long npad, long rows)
+{
+    long i = (long)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= npad)
+        return;
+    if (i >= n) {
+        keys[i] = UINT64_MAX;
+        return;
+    }
+    int32_t t = idx[i];
+    if (t < 0 || t >= rows) {
+        raise_error(1, t, rows, i);
+        keys[i] = UINT64_MAX;   /* dropped */
+        return;
+    }
+    keys[i] = ((uint64_t)(uint32_t)t << 32) | (uint64_t)i;
+}
+
+/* Bitonic stages k (sizes) with strides j < tile, in shared memory; each
+ * block owns `tile` consecutive keys, blockDim.x = tile / 2. With kfull = 0:
+ * the full sort of each tile (k = 2 .. tile); else only the merge of size
+ * kfull for strides tile/2 .. 1. Direction from the global index. */
+static __global__ void bitonic_shared_kernel(uint64_t *keys, long tile, long kfull)
+{
+    __shared__ uint64_t sh[BITONIC_TILE];
+    long base = (long)blockIdx.x * tile;
+    for (long t = threadIdx.x; t < tile; t += blockDim.x)
+        sh[t] = keys[base + t];
+    __syncthreads();
+    long kfirst = kfull ? kfull : 2, klast = kfull ? kfull : tile;
+    for (long k = kfirst; k <= klast; k <<= 1) {
+        for (long j = (kfull ? tile : k) >> 1; j > 0; j >>= 1) {
+            long t = threadIdx.x;
+            long i = 2 * t - (t & (j - 1));   /* the lower index of pair t */
+            bool up = ((base + i) & k) == 0;
+            cmp_swap(&sh[i], &sh[i + j], up);
+            __syncthreads();
+        }
+    }
+    for (long t = threadIdx.x; t < tile; t += blockDim.x)
+        keys[base + t] = sh[t];
+}
+
+/* One global stage (k, j) with j >= tile: one thread per pair. */
+static __global__ void bitonic_global_kernel(uint64_t *keys, long npad, long k, long j)
+{
+    long t = (long)blockIdx.x * blockDim.x + threadIdx.x;
+    if (t >= npad / 2)
+        return;
+    long i = 2 * t - (t & (j - 1));
+    cmp_swap(&keys[i], &keys[i + j], (i & k) == 0);
+}
+
+static void bitonic_sort(uint64_t *keys, long npad)
+{
+    long tile = npad < (long)BITONIC_TILE ? npad : (long)BITONIC_TILE;
+    unsigned blocks = (unsigned)(npad / tile), threads = (unsigned)(tile / 2);
+    GC_LAUNCH(bitonic_shared_kernel, blocks, threads, 0, keys, tile, 0L);
+    for (long k = 2 * tile; k <= npad; k <<= 1) {
+        for (long j = k >> 1; j >= tile; j >>= 1)
+            GC_LAUNCH(bitonic_global_kernel, grid_for(npad / 2, 256), 256, 0, keys, npad, k, j);
+        GC_LAUNCH(bitonic_shared_kernel, blocks, threads, 0, keys, tile, k);
+    }
+}
+
+/* grid (n, ceil(C/256)): block s sums the run of equal tokens starting at
+ * sorted key s (if one starts there) for 256 columns: dtable[tok] += sum. */
+template <class TD, class TG>
+__global__ void embedding_bwd_runs_kernel(TD *dtable, const TG *dout, const uint64_t *keys, long n, long C)
+{
+    long s = blockIdx.x, c = (long)blockIdx.y * blockDim.x + threadIdx.x;
+    uint64_t key = keys[s];
+    if (key == UINT64_MAX || (s > 0 && (keys[s - 1] >> 32) == (key >> 32)) || c >= C)
+        return;
+    uint64_t tok = key >> 32;
+    float sum = 0.0f;
+    for (long j = s; j < n && (keys[j] >> 32) == tok && keys[j] != UINT64_MAX; j++)
+        sum += to_f(dout[(long)(keys[j] & 0xffffffffu) * C + c]);
+    put(dtable + (long)tok * C + c, sum, 1);
+}
+
+/* Fallback without workspace, O(n^2): block i owns token idx[i] if i is its
+ * first occurrence and sums all its occurrences in order. grid (n, ceil(C/256)). */
+template <class TD, class TG>
+__global__ void embedding_bwd_scan_kernel(TD *dtable, const TG *dout, const int32_t *idx, long n, long rows, long C)
+{
+    long i = blockIdx.x, c = (long)blockIdx.y * blockDim.x + threadIdx.x;
+    int32_t tok = idx[i];
+    if (tok < 0 || tok >= rows) {
+        if (threadIdx.x == 0 && blockIdx.y == 0)
+            raise_error(1, tok, rows, i);
+        return;
+    }
+    int seen = 0;
+    for (long j = threadIdx.x; j < i; j += blockDim.x)
+        seen |= idx[j] == tok;
+    if (__syncthreads_or(seen) || c >= C)
+        return;
+    float sum = 0.0f;
+    for (long j = i; j < n; j++)
+        if (idx[j] == tok)
+            sum += to_f(dout[j * C + c]);
+    put(dtable + (long)tok * C + c, sum, 1);
+}
+
+/* dtable (rows, C) (+)= scatter of dout (n, C) by idx (n) */
+template <class TD, class TG>
+static void embedding_bwd(TD *dtable, const TG *dout, const int32_t *idx, long n, long rows, long C, int acc)
+{
+    if (rows <= 0 || C <= 0)
+        return;
+    if (!(acc & 1))
+        GC_CUDA_CHECK(cudaMemsetAsync(dtable, 0, (size_t)rows * C * sizeof(TD), gc_stream));
+    if (n <= 0)
+        return;
+    if (n > 0x7fffffffL) {
+        fprintf(stderr, "%s:%d: gc_embedding_bwd: %ld indices is too many\n", __FILE__, __LINE__, n);
+        exit(1);
+    }
+    long npad = 1;
+    while (npad < n)
+        npad <<= 1;
+    if (npad < 2)
+        npad = 2;
+    dim3 grid((unsigned)n, ceil_div(C, 256));
+    if (grid.y > 65535) {
+        fprintf(stderr, "%s:%d: gc_embedding_bwd: C = %ld is too wide\n", __FILE__, __LINE__, C);
+        exit(1);
+    }
+    if ((size_t)npad * sizeof(uint64_t) <= gc_ws_bytes) {
+        uint64_t *keys = (uint64_t *)gc_ws;
+        GC_LAUNCH(embed_keys_kernel, grid_for(npad, 256), 256, 0, keys, idx, n, npad, rows);
+        bitonic_sort(keys, npad);
+        GC_LAUNCH((embedding_bwd_runs_kernel<TD, TG>), grid, 256, 0, dtable, dout, keys, n, C);
+    } else {
+        GC_LAUNCH((embedding_bwd_scan_kernel<TD, TG>), grid, 256, 0, dtable, dout, idx, n, rows, C);
+    }
+}
+
+void gc_embedding_bwd(gc_real *dtable, const gc_real *dout, const int32_t *idx, long n, long rows, long C, int acc)
+{
+    embedding_bwd(dtable, dout, idx, n, rows, C, acc);
+}
+
+void gc_embedding_bwd_bf16(float *dtable, const gc_bf16 *dout, const int32_t *idx, long n, long rows, long C,
+                           int acc)
+{
+    embedding_bwd(dtable, dout, idx, n, rows, C, acc);
+}
+
+/* ---------------------------------------------------------------- layernorm */
+
+enum { ROW_WARPS = 8 };   /* rows (warps) per block of the warp-per-row kernels */
+
+/* out (N, C) = (x - mean) * rstd * w + b; mean, rstd (N); one warp per row */
+template <class T>
+__global__ void layernorm_fwd_kernel(T *out, float *mean, float *rstd, const T *x, const T *w, const T *b,
+                                     long N, long C, float eps)
+{
+    long row = (long)blockIdx.x * ROW_WARPS + threadIdx.x / 32;
+    int lane = threadIdx.x % 32;
+    if (row >= N)
+        return;   /* the whole warp */
+    const T *xr = x + row * C;
+    float s = 0.0f;
+    for (long c = lane; c < C; c += 32)
+        s += to_f(xr[c]);
+    float m = warp_sum(s) / (float)C;
+    float v = 0.0f;
+    for (long c = lane; c < C; c += 32) {
+        float d = to_f(xr[c]) - m;
+        v += d * d;
+    }
+    float rs = 1.0f / sqrtf(warp_sum(v) / (float)C + eps);
+    T *o = out + row * C;
+    for (long c = lane; c < C; c += 32)
+        store(o + c, (to_f(xr[c]) - m) * rs * to_f(w[c]) + to_f(b[c]));
+    if (lane == 0) {
+        if (mean)
+            mean[row] = m;
+        if (rstd)
+            rstd[row] = rs;
+    }
+}
+
+template <class T>
+static void layernorm_fwd(T *out, float *mean, float *rstd, const T *x, const T *w, const T *b, long N, long C,
+                          float eps)
+{
+    if (N <= 0 || C <= 0)
+        return;
+    GC_LAUNCH(layernorm_fwd_kernel<T>, grid_for(N, ROW_WARPS), ROW_WARPS * 32, 0, out, mean, rstd, x, w, b, N, C,
+              eps);
+}
+
+void gc_layernorm_fwd(gc_real *out, gc_real *mean, gc_real *rstd, const gc_real *x, const gc_real *w,
+                      const gc_real *b, long N, long C, float eps)
+{
+    layernorm_fwd(out, mean, rstd, x, w, b, N, C, eps);
+}
+
+void gc_layernorm_fwd_bf16(gc_bf16 *out, float *mean, float *rstd, const gc_bf16 *x, const gc_bf16 *w,
+                           const gc_bf16 *b, long N, long C, float eps)
+{
+    layernorm_fwd(out, mean, rstd, x, w, b, N, C, eps);
+}
+
+/* dx (N, C) (+)= (dout*w - mean(dout*w) - xhat * mean(dout*w*xhat)) * rstd; warp per row */
+template <class T>
+__global__ void layernorm_bwd_dx_kernel(T *dx, const T *dout, const T *x, const T *w, const float *mean,
+                                        const float *rstd, long N, long C, int acc)
+{
+    long row = (long)blockIdx.x * ROW_WARPS + threadIdx.x / 32;
+    int lane = threadIdx.x % 32;
+    if (row >= N)
+        return;
+    const T *dr = dout + row * C, *xr = x + row * C;
+    float m = mean[row], rs = rstd[row];
+    float s1 = 0.0f, s2 = 0.0f;
+    for (long c = lane; c < C; c += 32) {
+        float dn = to_f(dr[c]) * to_f(w[c]);
+        s1 += dn;
+        s2 += dn * (to_f(xr[c]) - m) * rs;
+    }
+    float dn_mean = warp_sum(s1) / (float)C, dn_xhat_mean = warp_sum(s2) / (float)C;
+    T *o = dx + row * C;
+    for (long c = lane; c < C; c += 32) {
+        float xhat = (to_f(xr[c]) - m) * rs;
+        float g = (to_f(dr[c]) * to_f(w[c]) - dn_mean - xhat * dn_xhat_mean) * rs;
+        put(o + c, g, acc);
+    }
+}
+
+template <class T>
+static void layernorm_bwd(T *dx, float *dw, float *db, const T *dout, const T *x, const T *w, const float *mean,
+                          const float *rstd, long N, long C, int acc)
+{
+    if (C <= 0)
+        return;
+    if (dw || db) {   /* before dx: dx may alias dout */
+        ColOut o = {{dw, db}, {(acc >> 1) & 1, (acc >> 2) & 1}};
+        LayernormDwDbF<T> f = {dout, x, mean, rstd};
+        colsum(o, f, N, C);
+    }
+    if (dx && N > 0)
+        GC_LAUNCH(layernorm_bwd_dx_kernel<T>, grid_for(N, ROW_WARPS), ROW_WARPS * 32, 0, dx, dout, x, w, mean,
+                  rstd, N, C, acc & 1);
+}
+
+void gc_layernorm_bwd(gc_real *dx, gc_real *dw, gc_real *db, const gc_real *dout, const gc_real *x,
+                      const gc_real *w, const gc_real *mean, const gc_real *rstd, long N, long C, int acc)
+{
+    layernorm_bwd(dx, dw, db, dout, x, w, mean, rstd, N, C, acc);
+}
+
+void gc_layernorm_bwd_bf16(gc_bf16 *dx, float *dw, float *db, const gc_bf16 *dout, const gc_bf16 *x,
+                           const gc_bf16 *w, const float *mean, const float *rstd, long N, long C, int acc)
+{
+    layernorm_bwd(dx, dw, db, dout, x, w, mean, rstd, N, C, acc);
+}
+
+/* ---------------------------------------------------------------- permute */
+
+enum { PERM_MAX = 8 };
+struct PermArgs {
+    int rank;
+    long long shape[PERM_MAX];    /* out shape (merged axes) */
+    long long stride[PERM_MAX];   /* in stride of each out axis */
+};
+
+/* out[e] (+)= in[offset of e]; I: index type (32-bit when it fits) */
+template <class T, class I>
+__global__ void permute_kernel(T *out, const T *in, PermArgs p, I n, int acc)
+{
+    I e = (I)blockIdx.x * blockDim.x + threadIdx.x;
+    if (e >= n)
+        return;
+    I rest = e, off = 0;
+    for (int d = p.rank - 1; d > 0; d--) {
+        I s = (I)p.shape[d];
+        off += rest % s * (I)p.stride[d];
+        rest /= s;
+    }
+    off += rest * (I)p.stride[0];
+    put(out + e, to_f(in[off]), acc);
+}
+
+/* out = in (shape) with axes permuted: out.shape[i] = shape[perm[i]] */
+template <class T> static void permute(T *out, const T *in, int rank, const long *shape, const int *perm, int acc)
+{
+    long long istride[PERM_MAX], n = 1;
+    if (rank < 1 || rank > PERM_MAX) {
+        fprintf(stderr, "%s:%d: gc_permute: rank %d outside [1, %d]\n", __FILE__, __LINE__, rank, PERM_MAX);
+        exit(1);
+    }
+    for (int d = rank - 1; d >= 0; d--) {
+        istride[d] = n;
+        n *= shape[d];
+    }
+    if (n <= 0)
+        return;
+    /* drop size-1 axes, merge out axes that are contiguous in the input */
+    PermArgs p;
+    memset(&p, 0, sizeof p);
+    for (int i = 0; i < rank; i++) {
+        long long s = shape[perm[i]], st = istride[perm[i]];
+        if (s == 1)
+            continue;
+        if (p.rank > 0 && p.stride[p.rank - 1] == st * s) {
+            p.shape[p.rank - 1] *= s;
+            p.stride[p.rank - 1] = st;
+            continue;
+        }
+        p.shape[p.rank] = s;
+        p.stride[p.rank] = st;
+        p.rank++;
+    }
+    if (p.rank == 0) {
+        p.rank = 1;
+        p.shape[0] = 1;
+        p.stride[0] = 1;
+    }
+    unsigned grid = grid_for(n, 256);
+    if (n <= 0xffffffffLL)
+        GC_LAUNCH((permute_kernel<T, uint32_t>), grid, 256, 0, out, in, p, (uint32_t)n, acc & 1);
+    else
+        GC_LAUNCH((permute_kernel<T, uint64_t>), grid, 256, 0, out, in, p, (uint64_t)n, acc & 1);
+}
+
+void gc_permute(gc_real *out, const gc_real *in, int rank, const long *shape, const int *perm, int acc)
+{
+    permute(out, in, rank, shape, perm, acc);
+}
+
+void gc_permute_bf16(gc_bf16 *out, const gc_bf16 *in, int rank, const long *shape, const int *perm, int acc)
+{
+    permute(out, in, rank, shape, perm, acc);
+}
+
+/* ---------------------------------------------------------------- softmax */
+
+/* out (rows, cols) = softmax(in) row-wise; warp per row; out may equal in */
+template <class T> __global__ void softmax_fwd_kernel(T *out, const T *in, long rows, long cols)
+{
+    long row = (long)blockIdx.x * ROW_WARPS + threadIdx.x / 32;
+    int lane = threadIdx.x % 32;
+    if (row >= rows)
+        return;
+    const T *x = in + row * cols;
+    MaxSum ms = {-INFINITY, 0.0f};
+    for (long c = lane; c < cols; c += 32)
+        ms = ms_add(ms, to_f(x[c]));
+    ms = warp_maxsum(ms);
+    float inv = 1.0f / ms.s;
+    T *o = out + row * cols;
+    for (long c = lane; c < cols; c += 32)
+        store(o + c, expf(to_f(x[c]) - ms.m) * inv);   /* a row of -inf only: NaN, as the CPU */
+}
+
+template <class T> static void softmax_fwd(T *out, const T *in, long rows, long cols)
+{
+    if (rows <= 0 || cols <= 0)
+        return;
+    GC_LAUNCH(softmax_fwd_kernel<T>, grid_for(rows, ROW_WARPS), ROW_WARPS * 32, 0, out, in, rows, cols);
+}
+
+void gc_softmax_fwd(gc_real *out, const gc_real *in, long rows, long cols) { softmax_fwd(out, in, rows, cols); }
+
+void gc_softmax_fwd_bf16(gc_bf16 *out, const gc_bf16 *in, long rows, long cols) { softmax_fwd(out, in, rows, cols); }
+
+/* dx (+)= y * (dy - sum(dy * y)); warp per row; dx may equal dy or y */
+template <class T> __global__ void softmax_bwd_kernel(T *dx, const T *dy, const T *y, long rows, long cols, int acc)
+{
+    long row = (long)blockIdx.x * ROW_WARPS + threadIdx.x / 32;
+    int lane = threadIdx.x % 32;
+    if (row >= rows)
+        return;
+    const T *g = dy + row * cols, *p = y + row * cols;
+    float s = 0.0f;
+    for (long c = lane; c < cols; c += 32)
+        s += to_f(g[c]) * to_f(p[c]);
+    s = warp_sum(s);
+    T *o = dx + row * cols;
+    for (long c = lane; c < cols; c += 32) {
+        float v = to_f(p[c]) * (to_f(g[c]) - s);   /* read both before o[c] is written */
+        put(o + c, v, acc);
+    }
+}
+
+template <class T> static void softmax_bwd(T *dx, const T *dy, const T *y, long rows, long cols, int acc)
+{
+    if (rows <= 0 || cols <= 0)
+        return;
+    GC_LAUNCH(softmax_bwd_kernel<T>, grid_for(rows, ROW_WARPS), ROW_WARPS * 32, 0, dx, dy, y, rows, cols, acc & 1);
+}
+
+void gc_softmax_bwd(gc_real *dx, const gc_real *dy, const gc_real *y, long rows, long cols, int acc)
+{
+    softmax_bwd(dx, dy, y, rows, cols, acc);
+}
+
+void gc_softmax_bwd_bf16(gc_bf16 *dx, const gc_bf16 *dy, const gc_bf16 *y, long rows, long cols, int acc)
+{
+    softmax_bwd(dx, dy, y, rows, cols, acc);
+}
+
+/* ---------------------------------------------------------------- causal mask */
+
+/* out (batch, T, T) = in, -inf above the diagonal; out may equal in */
+template <class T> __global__ void causal_mask_fwd_kernel(T *out, const T *in, long n, long Tn)
+{
+    long e = (long)blockIdx.x * blockDim.x + threadIdx.x;
+    if (e >= n)
+        return;
+    long j = e % Tn, i = e / Tn % Tn;
+    store(out + e, j <= i ? to_f(in[e]) : -INFINITY);
+}
+
+template <class E> static void causal_mask_fwd(E *out, const E *in, long batch, long T)
+{
+    long n = batch * T * T;
+    if (n <= 0)
+        return;
+    GC_LAUNCH(causal_mask_fwd_kernel<E>, grid_for(n, 256), 256, 0, out, in, n, T);
+}
+
+void gc_causal_mask_fwd(gc_real *out, const gc_real *in, long batch, long T) { causal_mask_fwd(out, in, batch, T); }
+
+void gc_causal_mask_fwd_bf16(gc_bf16 *out, const gc_bf16 *in, long batch, long T)
+{
+    causal_mask_fwd(out, in, batch, T);
+}
+
+/* dx (+)= dy below and on the diagonal, (+)0 above */
+template <class T> __global__ void causal_mask_bwd_kernel(T *dx, const T *dy, long n, long Tn, int acc)
+{
+    long e = (long)blockIdx.x * blockDim.x + threadIdx.x;
+    if (e >= n)
+        return;
+    long j = e % Tn, i = e / Tn % Tn;
+    put(dx + e, j <= i ? to_f(dy[e]) : 0.0f, acc);
+}
+
+template <class E> static void causal_mask_bwd(E *dx, const E *dy, long batch, long T, int acc)
+{
+    long n = batch * T * T;
+    if (n <= 0)
+        return;
+    GC_LAUNCH(causal_mask_bwd_kernel<E>, grid_for(n, 256), 256, 0, dx, dy, n, T, acc & 1);
+}
+
+void gc_causal_mask_bwd(gc_real *dx, const gc_real *dy, long batch, long T, int acc)
+{
+    causal_mask_bwd(dx, dy, batch, T, acc);
+}
+
+void gc_causal_mask_bwd_bf16(gc_bf16 *dx, const gc_bf16 *dy, long batch, long T, int acc)
+{
+    causal_mask_bwd(dx, dy, batch, T, acc);
+}
+
+/* ---------------------------------------------------------------- cross-entropy */
+
+enum { CE_THREADS = 1024, CE_BLOCKS = 1024 };
+
+/* Per-block partial sums of the forward; a fixed number of blocks, so the
+ * summation order depends only on n. */
+static __device__ float gc_ce_partial[CE_BLOCKS];
+
+/* grid G <= CE_BLOCKS: block b sums the losses of rows b, b+G, ... in order */
+template <class T>
+__global__ void crossentropy_fwd_kernel(const T *logits, const int32_t *targets, long n, long Vp, long V)
+{
+    float total = 0.0f;
+    for (long r = blockIdx.x; r < n; r += gridDim.x) {
+        const T *x = logits + r * Vp;
+        MaxSum ms = {-INFINITY, 0.0f};
+        for (long c = threadIdx.x; c < V; c += blockDim.x)
+            ms = ms_add(ms, to_f(x[c]));
+        ms = block_maxsum(ms);
+        int32_t t = targets[r];
+        if (t < 0 || t >= V) {
+            if (threadIdx.x == 0)
+                raise_error(2, t, V, r);
+            continue;   /* uniform across the block */
+        }
+        total += ms.m + logf(ms.s) - to_f(x[t]);
+    }
+    if (threadIdx.x == 0)
+        gc_ce_partial[blockIdx.x] = total;
+}
+
+/* loss[0] = sum(partial[0..G)) / n; one block */
+static __global__ void crossentropy_final_kernel(float *loss, long G, long n)
+{
+    float s = 0.0f;
+    for (long i = threadIdx.x; i < G; i += blockDim.x)
+        s += gc_ce_partial[i];
+    s = block_sum(s);
+    if (threadIdx.x == 0)
+        loss[0] = s / (float)n;
+}
+
+template <class T>
+static void crossentropy_fwd(float *loss, const T *logits, const int32_t *targets, long n, long Vp, long V)
+{
+    if (n <= 0) {
+        fill(loss, 1, 0.0f);
+        return;
+    }
+    long G = n < (long)CE_BLOCKS ? n : (long)CE_BLOCKS;
+    GC_LAUNCH(crossentropy_fwd_kernel<T>, (unsigned)G, CE_THREADS, 0, logits, targets, n, Vp, V);
+    GC_LAUNCH(crossentropy_final_kernel, 1, CE_THREADS, 0, loss, G, n);
+}
+
+void gc_crossentropy_fwd(gc_real *loss, const gc_real *logits, const int32_t *targets, long n, long Vp, long V)
+{
+    crossentropy_fwd(loss, logits, targets, n, Vp, V);
+}
+
+void gc_crossentropy_fwd_bf16(float *loss, const gc_bf16 *logits, const int32_t *targets, long n, long Vp, long V)
+{
+    crossentropy_fwd(loss, logits, targets, n, Vp, V);
+}
+
+/* dlogits (n, Vp) (+)= dloss/n * (softmax(logits) - onehot(target)), 0 in the
+ * padding; block per row; dlogits may equal logits */
+template <class T>
+__global__ void crossentropy_bwd_kernel(T *dlogits, const float *dloss, const T *logits, const int32_t *targets,
+                                        long n, long Vp, long V, int acc)
+{
+    long r = blockIdx.x;
+    const T *x = logits + r * Vp;
+    MaxSum ms = {-INFINITY, 0.0f};
+    for (long c = threadIdx.x; c < V; c += blockDim.x)
+        ms = ms_add(ms, to_f(x[c]));
+    ms = block_maxsum(ms);
+    int32_t t = targets[r];
+    if (t < 0 || t >= V) {
+        if (threadIdx.x == 0)
+            raise_error(2, t, V, r);
+        return;
+    }
+    float scale = dloss[0] / (float)n, inv = 1.0f / ms.s;
+    T *o = dlogits + r * Vp;
+    for (long c = threadIdx.x; c < Vp; c += blockDim.x) {
+        float g = 0.0f;
+        if (c < V)
+            g = scale * (expf(to_f(x[c]) - ms.m) * inv - (c == t ? 1.0f : 0.0f));
+        put(o + c, g, acc);   /* x[c] was read above: in place is safe */
+    }
+}
+
+template <class T>
+static void crossentropy_bwd(T *dlogits, const float *dloss, const T *logits, const int32_t *targets, long n, long Vp,
+                             long V, int acc)
+{
+    if (n <= 0 || Vp <= 0)
+        return;
+    GC_LAUNCH(crossentropy_bwd_kernel<T>, grid_for(n, 1), CE_THREADS, 0, dlogits, dloss, logits, targets, n, Vp, V,
+              acc & 1);
+}
+
+void gc_crossentropy_bwd(gc_real *dlogits, const gc_real *dloss, const gc_real *logits, const int32_t *targets,
+                         long n, long Vp, long V, int acc)
+{
+    crossentropy_bwd(dlogits, dloss, logits, targets, n, Vp, V, acc);
+}
+
+void gc_crossentropy_bwd_bf16(gc_bf16 *dlogits, const float *dloss, const gc_bf16 *logits, const int32_t *targets,
+                              long n, long Vp, long V, int acc)
+{
+    crossentropy_bwd(dlogits, dloss, logits, targets, n, Vp, V, acc);
+}
+
+/* ---------------------------------------------------------------- fill, adamw, poison */
+
+template <class T> __global__ void fill_kernel(T *x, long n, float value)
+{
+    long i = (long)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n)
+        store(x + i, value);
+}
+
+template <class T> static void fill(T *x, long n, float value)
+{
+    if (n <= 0)
+        return;
+    GC_LAUNCH(fill_kernel<T>, grid_for(n, 256), 256, 0, x, n, value);
+}
+
+void gc_fill(gc_real *x, long n, float value) { fill(x, n, value); }
+
+void gc_fill_bf16(gc_bf16 *x, long n, float value) { fill(x, n, value); }
+
+/* out = in, converted (to bf16: round to nearest even) */
+template <class TO, class TI> __global__ void cast_kernel(TO *out, const TI *in, long n)
+{
+    long i = (long)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n)
+        store(out + i, to_f(in[i]));
+}
+
+void gc_cast_bf16(gc_bf16 *out, const float *in, long n)
+{
+    if (n > 0)
+        GC_LAUNCH((cast_kernel<gc_bf16, float>), grid_for(n, 256), 256, 0, out, in, n);
+}
+
+void gc_cast_f32(float *out, const gc_bf16 *in, long n)
+{
+    if (n > 0)
+        GC_LAUNCH((cast_kernel<float, gc_bf16>), grid_for(n, 256), 256, 0, out, in, n);
+}
+
+/* llm.c's AdamW; bc1 = 1 - beta1^t, bc2 = 1 - beta2^t; pcopy (may be NULL):
+ * the updated parameter rounded to bf16 */
+static __global__ void adamw_kernel(float *p, gc_bf16 *pcopy, const float *g, float *m, float *v, long n, float lr,
+                                    float beta1, float beta2, float bc1, float bc2, float eps, float wd)
+{
+    long i = (long)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= n)
+        return;
+    float gi = g[i];
+    float mi = beta1 * m[i] + (1.0f - beta1) * gi;
+    float vi = beta2 * v[i] + (1.0f - beta2) * gi * gi;
+    m[i] = mi;
+    v[i] = vi;
+    float mhat = mi / bc1, vhat = vi / bc2;
+    float pi = p[i];
+    pi -= lr * (mhat / (sqrtf(vhat) + eps) + wd * pi);
+    p[i] = pi;
+    if (pcopy)
+        store(pcopy + i, pi);
+}
+
+void gc_adamw_bf16(float *p, gc_bf16 *pcopy, const float *g, float *m, float *v, long n, float lr, float beta1,
+                   float beta2, float eps, float wd, int t)
+{
+    if (n <= 0)
+        return;
+    float bc1 = 1.0f - powf(beta1, (float)t), bc2 = 1.0f - powf(beta2, (float)t);
+    GC_LAUNCH(adamw_kernel, grid_for(n, 256), 256, 0, p, pcopy, g, m, v, n, lr, beta1, beta2, bc1, bc2, eps, wd);
+}
+
+void gc_adamw(float *p, const float *g, float *m, float *v, long n, float lr, float beta1, float beta2, float eps,
+              float wd, int t)
+{
+    gc_adamw_bf16(p, NULL, g, m, v, n, lr, beta1, beta2, eps, wd, t);
+}
+
+/* 0xff bytes: a NaN in f32 and in bf16 */
+void gc_poison(void *p, size_t bytes)
+{
+    if (bytes)
+        GC_CUDA_CHECK(cudaMemsetAsync(p, 0xff, bytes, gc_stream));
+}

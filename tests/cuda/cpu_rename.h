@@ -1,0 +1,19 @@
+/* cpu_rename.h — force-included (-include) when tests/cuda compiles
+ * runtime/kernels_cpu.c into the same program as the CUDA kernels: the CPU
+ * kernels become cpu_<name>, the reference the CUDA ones are compared with. */
+#define gc_matmul cpu_matmul
+#define gc_reduce_rows cpu_reduce_rows
+#define gc_embedding_fwd cpu_embedding_fwd
+#define gc_embedding_bwd cpu_embedding_bwd
+#define gc_layernorm_fwd cpu_layernorm_fwd
+#define gc_layernorm_bwd cpu_layernorm_bwd
+#define gc_permute cpu_permute
+#define gc_softmax_fwd cpu_softmax_fwd
+#define gc_softmax_bwd cpu_softmax_bwd
+#define gc_causal_mask_fwd cpu_causal_mask_fwd
+#define gc_causal_mask_bwd cpu_causal_mask_bwd
+#define gc_crossentropy_fwd cpu_crossentropy_fwd
+#define gc_crossentropy_bwd cpu_crossentropy_bwd
+#define gc_fill cpu_fill
+#define gc_adamw cpu_adamw
+#define gc_poison cpu_poison

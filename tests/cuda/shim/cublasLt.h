@@ -1,0 +1,262 @@
+/* cublasLt.h (gcemu shim) — the subset of cuBLASLt that kernels_cuda.cu
+ * calls, computed on the CPU with cblas_sgemm. It keeps cuBLASLt's semantics
+ * (column-major layouts, op on A/B, strided batches, D = alpha op(A) op(B) +
+ * beta C; fp32 or bf16 A/B, fp32 or bf16 C/D, fp32 compute: bf16 operands
+ * are widened, the product rounded once) and checks what the real library
+ * would reject: unsupported type mixes, mismatched
+ * dimensions, ld < rows, pointers less aligned than the preference promises,
+ * a workspace larger than the preference allows. */
+#ifndef GCEMU_CUBLASLT_H
+#define GCEMU_CUBLASLT_H
+
+#include <cblas.h>
+
+#include "cuda_bf16.h"
+#include "cuda_runtime.h"
+
+typedef enum {
+    CUBLAS_STATUS_SUCCESS = 0,
+    CUBLAS_STATUS_NOT_INITIALIZED = 1,
+    CUBLAS_STATUS_ALLOC_FAILED = 3,
+    CUBLAS_STATUS_INVALID_VALUE = 7,
+    CUBLAS_STATUS_ARCH_MISMATCH = 8,
+    CUBLAS_STATUS_EXECUTION_FAILED = 13,
+    CUBLAS_STATUS_INTERNAL_ERROR = 14,
+    CUBLAS_STATUS_NOT_SUPPORTED = 15,
+} cublasStatus_t;
+
+typedef enum { CUBLAS_OP_N = 0, CUBLAS_OP_T = 1 } cublasOperation_t;
+
+typedef enum {
+    CUBLAS_COMPUTE_32F = 68,
+    CUBLAS_COMPUTE_32F_FAST_16BF = 75,
+    CUBLAS_COMPUTE_32F_FAST_TF32 = 77,
+} cublasComputeType_t;
+
+typedef enum {
+    CUBLASLT_MATMUL_DESC_TRANSA = 3,
+    CUBLASLT_MATMUL_DESC_TRANSB = 4,
+} cublasLtMatmulDescAttributes_t;
+
+typedef enum {
+    CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT = 5,
+    CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET = 6,
+} cublasLtMatrixLayoutAttribute_t;
+
+typedef enum {
+    CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES = 1,
+    CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES = 5,
+    CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES = 6,
+    CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES = 7,
+    CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES = 8,
+} cublasLtMatmulPreferenceAttributes_t;
+
+struct gcemu_lt_handle { int dummy; };
+struct gcemu_lt_desc { cublasComputeType_t compute; cudaDataType_t scale; int32_t opa, opb; };
+struct gcemu_lt_layout { cudaDataType_t type; uint64_t rows, cols; int64_t ld; int32_t batch; int64_t stride; };
+struct gcemu_lt_pref { uint64_t max_ws; uint32_t align[4]; };
+
+typedef gcemu_lt_handle *cublasLtHandle_t;
+typedef gcemu_lt_desc *cublasLtMatmulDesc_t;
+typedef gcemu_lt_layout *cublasLtMatrixLayout_t;
+typedef gcemu_lt_pref *cublasLtMatmulPreference_t;
+typedef struct { uint64_t data[8]; } cublasLtMatmulAlgo_t;
+typedef struct {
+    cublasLtMatmulAlgo_t algo;
+    size_t workspaceSize;
+    cublasStatus_t state;
+    float wavesCount;
+    int reserved[4];
+} cublasLtMatmulHeuristicResult_t;
+
+inline long gcemu_lt_matmuls = 0;   /* tests: how many cublasLtMatmul calls */
+
+inline const char *cublasLtGetStatusString(cublasStatus_t s)
+{
+    switch (s) {
+    case CUBLAS_STATUS_SUCCESS: return "the operation completed successfully";
+    case CUBLAS_STATUS_INVALID_VALUE: return "an unsupported value or parameter was passed to the function";
+    case CUBLAS_STATUS_NOT_SUPPORTED: return "the functionality requested is not supported";
+    default: return "cuBLAS error";
+    }
+}
+
+inline cublasStatus_t cublasLtCreate(cublasLtHandle_t *h) { *h = new gcemu_lt_handle(); return CUBLAS_STATUS_SUCCESS; }
+inline cublasStatus_t cublasLtDestroy(cublasLtHandle_t h) { delete h; return CUBLAS_STATUS_SUCCESS; }
+
+inline cublasStatus_t cublasLtMatmulDescCreate(cublasLtMatmulDesc_t *d, cublasComputeType_t c, cudaDataType_t s)
+{
+    *d = new gcemu_lt_desc{c, s, CUBLAS_OP_N, CUBLAS_OP_N};
+    return CUBLAS_STATUS_SUCCESS;
+}
+inline cublasStatus_t cublasLtMatmulDescDestroy(cublasLtMatmulDesc_t d) { delete d; return CUBLAS_STATUS_SUCCESS; }
+inline cublasStatus_t cublasLtMatmulDescSetAttribute(cublasLtMatmulDesc_t d, cublasLtMatmulDescAttributes_t a,
+                                                     const void *buf, size_t n)
+{
+    if (n != sizeof(int32_t))
+        return CUBLAS_STATUS_INVALID_VALUE;
+    if (a == CUBLASLT_MATMUL_DESC_TRANSA)
+        memcpy(&d->opa, buf, 4);
+    else if (a == CUBLASLT_MATMUL_DESC_TRANSB)
+        memcpy(&d->opb, buf, 4);
+    else
+        return CUBLAS_STATUS_INVALID_VALUE;
+    return CUBLAS_STATUS_SUCCESS;
+}
+
+inline cublasStatus_t cublasLtMatrixLayoutCreate(cublasLtMatrixLayout_t *l, cudaDataType t, uint64_t rows,
+                                                 uint64_t cols, int64_t ld)
+{
+    if (ld < (int64_t)rows || ld < 1)
+        return CUBLAS_STATUS_INVALID_VALUE;
+    *l = new gcemu_lt_layout{t, rows, cols, ld, 1, 0};
+    return CUBLAS_STATUS_SUCCESS;
+}
+inline cublasStatus_t cublasLtMatrixLayoutDestroy(cublasLtMatrixLayout_t l) { delete l; return CUBLAS_STATUS_SUCCESS; }
+inline cublasStatus_t cublasLtMatrixLayoutSetAttribute(cublasLtMatrixLayout_t l, cublasLtMatrixLayoutAttribute_t a,
+                                                       const void *buf, size_t n)
+{
+    if (a == CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT && n == 4)
+        memcpy(&l->batch, buf, 4);
+    else if (a == CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET && n == 8)
+        memcpy(&l->stride, buf, 8);
+    else
+        return CUBLAS_STATUS_INVALID_VALUE;
+    return CUBLAS_STATUS_SUCCESS;
+}
+
+inline cublasStatus_t cublasLtMatmulPreferenceCreate(cublasLtMatmulPreference_t *p)
+{
+    *p = new gcemu_lt_pref{0, {256, 256, 256, 256}};
+    return CUBLAS_STATUS_SUCCESS;
+}
+inline cublasStatus_t cublasLtMatmulPreferenceDestroy(cublasLtMatmulPreference_t p) { delete p; return CUBLAS_STATUS_SUCCESS; }
+inline cublasStatus_t cublasLtMatmulPreferenceSetAttribute(cublasLtMatmulPreference_t p,
+                                                           cublasLtMatmulPreferenceAttributes_t a,
+                                                           const void *buf, size_t n)
+{
+    if (a == CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES && n == 8)
+        memcpy(&p->max_ws, buf, 8);
+    else if (a >= CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES && a <= CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES && n == 4)
+        memcpy(&p->align[a - CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES], buf, 4);
+    else
+        return CUBLAS_STATUS_INVALID_VALUE;
+    return CUBLAS_STATUS_SUCCESS;
+}
+
+/* op(X) dims of a layout */
+inline void gcemu_lt_opdims(const gcemu_lt_layout *l, int op, uint64_t *r, uint64_t *c)
+{
+    *r = op == CUBLAS_OP_N ? l->rows : l->cols;
+    *c = op == CUBLAS_OP_N ? l->cols : l->rows;
+}
+
+inline cublasStatus_t gcemu_lt_check(cublasLtMatmulDesc_t d, cublasLtMatrixLayout_t A, cublasLtMatrixLayout_t B,
+                                     cublasLtMatrixLayout_t C, cublasLtMatrixLayout_t D)
+{
+    uint64_t ar, ac, br, bc;
+    gcemu_lt_opdims(A, d->opa, &ar, &ac);
+    gcemu_lt_opdims(B, d->opb, &br, &bc);
+    if (ac != br || ar != D->rows || bc != D->cols || C->rows != D->rows || C->cols != D->cols)
+        return CUBLAS_STATUS_INVALID_VALUE;
+    bool ab32 = A->type == CUDA_R_32F && B->type == CUDA_R_32F, ab16 = A->type == CUDA_R_16BF && B->type == CUDA_R_16BF;
+    if (!(ab32 || ab16) || C->type != D->type || (D->type != CUDA_R_32F && !(ab16 && D->type == CUDA_R_16BF)) ||
+        d->scale != CUDA_R_32F || (d->compute == CUBLAS_COMPUTE_32F_FAST_TF32 && !ab32))
+        return CUBLAS_STATUS_NOT_SUPPORTED;
+    if (A->batch != D->batch || B->batch != D->batch || C->batch != D->batch || D->batch < 1)
+        return CUBLAS_STATUS_INVALID_VALUE;
+    return CUBLAS_STATUS_SUCCESS;
+}
+
+inline cublasStatus_t cublasLtMatmulAlgoGetHeuristic(cublasLtHandle_t h, cublasLtMatmulDesc_t d,
+                                                     cublasLtMatrixLayout_t A, cublasLtMatrixLayout_t B,
+                                                     cublasLtMatrixLayout_t C, cublasLtMatrixLayout_t D,
+                                                     cublasLtMatmulPreference_t p, int requested,
+                                                     cublasLtMatmulHeuristicResult_t *res, int *nres)
+{
+    if (!h || requested < 1)
+        return CUBLAS_STATUS_INVALID_VALUE;
+    cublasStatus_t s = gcemu_lt_check(d, A, B, C, D);
+    if (s != CUBLAS_STATUS_SUCCESS)
+        return s;
+    memset(res, 0, sizeof *res);
+    /* remember the promised alignments in the algo, checked at the call */
+    for (int i = 0; i < 4; i++)
+        res->algo.data[i] = p->align[i];
+    res->algo.data[4] = p->max_ws;
+    res->workspaceSize = 0;
+    res->state = CUBLAS_STATUS_SUCCESS;
+    res->wavesCount = 1.0f;
+    *nres = 1;
+    return CUBLAS_STATUS_SUCCESS;
+}
+
+/* Elements a layout spans (all batches). */
+inline size_t gcemu_lt_span(const gcemu_lt_layout *l)
+{
+    return (size_t)(l->batch - 1) * (size_t)l->stride + (size_t)l->ld * (l->cols - 1) + l->rows;
+}
+
+/* A float copy of a bf16 matrix (or the matrix itself when fp32). */
+inline const float *gcemu_lt_widen(const void *p, const gcemu_lt_layout *l, std::vector<float> &tmp)
+{
+    if (l->type == CUDA_R_32F)
+        return (const float *)p;
+    size_t n = gcemu_lt_span(l);
+    tmp.resize(n);
+    for (size_t i = 0; i < n; i++)
+        tmp[i] = __bfloat162float(((const __nv_bfloat16 *)p)[i]);
+    return tmp.data();
+}
+
+inline cublasStatus_t cublasLtMatmul(cublasLtHandle_t h, cublasLtMatmulDesc_t d, const void *alpha,
+                                     const void *Aptr, cublasLtMatrixLayout_t A, const void *Bptr,
+                                     cublasLtMatrixLayout_t B, const void *beta, const void *Cptr,
+                                     cublasLtMatrixLayout_t C, void *Dptr, cublasLtMatrixLayout_t D,
+                                     const cublasLtMatmulAlgo_t *algo, void *ws, size_t wsbytes, cudaStream_t)
+{
+    if (!h || !algo)
+        return CUBLAS_STATUS_INVALID_VALUE;
+    cublasStatus_t s = gcemu_lt_check(d, A, B, C, D);
+    if (s != CUBLAS_STATUS_SUCCESS)
+        return s;
+    const void *ptrs[4] = {Aptr, Bptr, Cptr, Dptr};
+    for (int i = 0; i < 4; i++)
+        if ((uintptr_t)ptrs[i] % algo->data[i] != 0)
+            return CUBLAS_STATUS_INVALID_VALUE;
+    if (wsbytes > algo->data[4] || (wsbytes && !ws))
+        return CUBLAS_STATUS_INVALID_VALUE;
+    float a = *(const float *)alpha, b = *(const float *)beta;
+    uint64_t m = D->rows, n = D->cols, k = d->opa == CUBLAS_OP_N ? A->cols : A->rows;
+    gcemu_lt_matmuls++;
+    std::vector<float> ta, tb, tc, td;
+    const float *fa = gcemu_lt_widen(Aptr, A, ta), *fb = gcemu_lt_widen(Bptr, B, tb);
+    const float *fc = gcemu_lt_widen(Cptr, C, tc);
+    float *fd = (float *)Dptr;
+    if (D->type == CUDA_R_16BF) {
+        td.assign(gcemu_lt_span(D), 0.0f);
+        fd = td.data();
+    }
+    for (int32_t bi = 0; bi < D->batch; bi++) {
+        const float *pa = fa + bi * A->stride;
+        const float *pb = fb + bi * B->stride;
+        const float *pc = fc + bi * C->stride;
+        float *pd = fd + bi * D->stride;
+        if (pc != pd && b != 0.0f)
+            for (uint64_t j = 0; j < n; j++)
+                memmove(pd + j * D->ld, pc + j * C->ld, m * sizeof(float));
+        cblas_sgemm(CblasColMajor, d->opa == CUBLAS_OP_N ? CblasNoTrans : CblasTrans,
+                    d->opb == CUBLAS_OP_N ? CblasNoTrans : CblasTrans, (int)m, (int)n, (int)k, a, pa,
+                    (int)A->ld, pb, (int)B->ld, b, pd, (int)D->ld);
+    }
+    if (D->type == CUDA_R_16BF)   /* only the matrix elements, not the gaps between columns */
+        for (int32_t bi = 0; bi < D->batch; bi++)
+            for (uint64_t j = 0; j < n; j++)
+                for (uint64_t i = 0; i < m; i++) {
+                    size_t e = bi * D->stride + j * D->ld + i;
+                    ((__nv_bfloat16 *)Dptr)[e] = __float2bfloat16(td[e]);
+                }
+    return CUBLAS_STATUS_SUCCESS;
+}
+
+#endif

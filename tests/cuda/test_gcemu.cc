@@ -1,0 +1,210 @@
+/* test_gcemu.cc — the SIMT emulator itself (tests/cuda/shim): indices, warp
+ * shuffles, ballots, barriers, shared and dynamic shared memory, that a
+ * missing __syncthreads shows up as an order-dependent result, and that
+ * undefined behaviour (barrier after an exit, partial warps, bad launches,
+ * deadlock) aborts with a message instead of passing silently. */
+#include <stdio.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "gc_cuda.h"
+
+static int failures, checks;
+
+static void expect(bool ok, const char *what)
+{
+    checks++;
+    if (!ok) {
+        printf("FAIL %s\n", what);
+        failures++;
+    }
+}
+
+/* ---------------------------------------------------------------- kernels */
+
+static __global__ void index_kernel(int *out)
+{
+    int b = blockIdx.x + gridDim.x * (blockIdx.y + gridDim.y * blockIdx.z);
+    int t = threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z);
+    out[b * blockDim.x * blockDim.y * blockDim.z + t] = b * 1000 + t;
+}
+
+static __global__ void shuffle_kernel(int *out)
+{
+    int lane = threadIdx.x % 32, base = threadIdx.x * 6;
+    out[base + 0] = __shfl_xor_sync(0xffffffffu, lane * 10, 5);
+    out[base + 1] = __shfl_down_sync(0xffffffffu, lane * 10, 3);
+    out[base + 2] = __shfl_up_sync(0xffffffffu, lane * 10, 2);
+    out[base + 3] = __shfl_sync(0xffffffffu, lane * 10, 7);
+    out[base + 4] = __shfl_xor_sync(0xffffffffu, lane * 10, 1, 8);
+    out[base + 5] = (int)__ballot_sync(0xffffffffu, lane % 3 == 0);
+}
+
+static __global__ void sync_count_kernel(int *out)
+{
+    out[threadIdx.x] = __syncthreads_count(threadIdx.x % 4 == 0) + 100 * __syncthreads_or(threadIdx.x == 77);
+}
+
+/* block reversal through shared memory; `sync` = 0 leaves out the barrier */
+static __global__ void reverse_kernel(int *out, const int *in, int sync)
+{
+    __shared__ int sh[256];
+    sh[threadIdx.x] = in[blockIdx.x * blockDim.x + threadIdx.x];
+    if (sync)
+        __syncthreads();
+    out[blockIdx.x * blockDim.x + threadIdx.x] = sh[blockDim.x - 1 - threadIdx.x];
+}
+
+static __global__ void dyn_shared_kernel(float *out)
+{
+    GC_DYN_SHARED(float, buf);
+    if (threadIdx.x == 0)
+        out[0] = buf[0];   /* never written: NaN bytes */
+    __syncthreads();
+    buf[threadIdx.x] = (float)threadIdx.x;
+    __syncthreads();
+    out[1 + threadIdx.x] = buf[(threadIdx.x + 1) % blockDim.x];
+}
+
+static __global__ void exit_then_sync_kernel(int *out)
+{
+    if (threadIdx.x == 3)
+        return;
+    __syncthreads();
+    out[threadIdx.x] = 1;
+}
+
+static __global__ void partial_warp_kernel(int *out)
+{
+    if (threadIdx.x % 32 == 5)
+        return;
+    out[threadIdx.x] = __shfl_xor_sync(0xffffffffu, (int)threadIdx.x, 1);
+}
+
+/* lane 0 waits for the block, the other lanes for the warp: neither completes */
+static __global__ void deadlock_kernel(int *out)
+{
+    if (threadIdx.x == 0)
+        __syncthreads();
+    else
+        __syncwarp();
+    out[threadIdx.x] = 1;
+}
+
+/* ---------------------------------------------------------------- checks */
+
+static int in_child(const std::function<void()> &f, std::string *err)
+{
+    int fd[2];
+    if (pipe(fd) != 0)
+        abort();
+    fflush(stdout);
+    pid_t pid = fork();
+    if (pid == 0) {
+        close(fd[0]);
+        dup2(fd[1], 2);
+        f();
+        _exit(0);
+    }
+    close(fd[1]);
+    char buf[512];
+    ssize_t k;
+    while ((k = read(fd[0], buf, sizeof buf)) > 0)
+        err->append(buf, (size_t)k);
+    close(fd[0]);
+    int st = 0;
+    waitpid(pid, &st, 0);
+    return WIFSIGNALED(st) ? -WTERMSIG(st) : WEXITSTATUS(st);
+}
+
+static void expect_abort(const std::function<void()> &f, const char *msg)
+{
+    std::string err;
+    int rc = in_child(f, &err);
+    checks++;
+    if (rc != -SIGABRT || err.find(msg) == std::string::npos) {
+        printf("FAIL expected an abort with \"%s\": status %d, stderr \"%s\"\n", msg, rc, err.c_str());
+        failures++;
+    }
+}
+
+int main()
+{
+    std::vector<int> out(2 * 3 * 2 * 4 * 2 * 3);
+    GC_LAUNCH(index_kernel, dim3(2, 3, 2), dim3(4, 2, 3), 0, out.data());
+    bool ok = true;
+    for (int b = 0; b < 12; b++)
+        for (int t = 0; t < 24; t++)
+            ok &= out[b * 24 + t] == b * 1000 + t;
+    expect(ok, "threadIdx/blockIdx over 3-d grids and blocks");
+
+    for (int order = 0; order < 3; order++) {
+        gcemu_set_order(order, 99);
+        std::vector<int> sh(64 * 6);
+        GC_LAUNCH(shuffle_kernel, 1, 64, 0, sh.data());
+        ok = true;
+        for (int t = 0; t < 64; t++) {
+            int lane = t % 32, *o = &sh[t * 6];
+            unsigned ballot = 0;
+            for (int l = 0; l < 32; l++)
+                ballot |= (unsigned)(l % 3 == 0) << l;
+            ok &= o[0] == (lane ^ 5) * 10;
+            ok &= o[1] == (lane + 3 < 32 ? lane + 3 : lane) * 10;
+            ok &= o[2] == (lane >= 2 ? lane - 2 : lane) * 10;
+            ok &= o[3] == 70;
+            ok &= o[4] == (lane ^ 1) * 10;
+            ok &= (unsigned)o[5] == ballot;
+        }
+        expect(ok, "shuffles (xor, down, up, idx, width 8) and ballot");
+
+        std::vector<int> cnt(256);
+        GC_LAUNCH(sync_count_kernel, 1, 256, 0, cnt.data());
+        ok = true;
+        for (int c : cnt)
+            ok &= c == 64 + 100;
+        expect(ok, "__syncthreads_count / __syncthreads_or");
+    }
+
+    /* a missing barrier: some schedule gets it wrong; with it, every one is right */
+    std::vector<int> in(512), rev(512);
+    for (int i = 0; i < 512; i++)
+        in[i] = i;
+    bool race_seen = false, all_right = true;
+    for (int order = 0; order < 3; order++) {
+        gcemu_set_order(order, 5);
+        GC_LAUNCH(reverse_kernel, 2, 256, 0, rev.data(), in.data(), 0);
+        for (int i = 0; i < 512; i++)
+            race_seen |= rev[i] != (i / 256) * 256 + 255 - i % 256;
+        GC_LAUNCH(reverse_kernel, 2, 256, 0, rev.data(), in.data(), 1);
+        for (int i = 0; i < 512; i++)
+            all_right &= rev[i] == (i / 256) * 256 + 255 - i % 256;
+    }
+    expect(race_seen, "a missing __syncthreads changes the result under some order");
+    expect(all_right, "__syncthreads orders shared memory");
+
+    std::vector<float> dyn(1 + 64);
+    GC_LAUNCH(dyn_shared_kernel, 1, 64, 64 * sizeof(float), dyn.data());
+    ok = isnan(dyn[0]);
+    for (int t = 0; t < 64; t++)
+        ok &= dyn[1 + t] == (float)((t + 1) % 64);
+    expect(ok, "dynamic shared memory: NaN before written, shared by the block");
+
+    std::vector<int> junk(1024);
+    expect_abort([&] { GC_LAUNCH(exit_then_sync_kernel, 1, 64, 0, junk.data()); },
+                 "__syncthreads() after some threads of the block returned");
+    expect_abort([&] { GC_LAUNCH(partial_warp_kernel, 1, 64, 0, junk.data()); },
+                 "warp operation after some lanes of the warp returned");
+    expect_abort([&] { GC_LAUNCH(deadlock_kernel, 1, 32, 0, junk.data()); }, "deadlock");
+    expect_abort([&] { GC_LAUNCH(index_kernel, 0, 32, 0, junk.data()); }, "invalid configuration argument");
+    expect_abort([&] { GC_LAUNCH(index_kernel, 1, 2048, 0, junk.data()); }, "invalid configuration argument");
+    expect_abort([&] { GC_LAUNCH(index_kernel, dim3(1, 70000), 32, 0, junk.data()); },
+                 "invalid configuration argument");
+
+    printf("%s: %d checks, %d failed\n", failures ? "FAIL" : "ok", checks, failures);
+    return failures ? 1 : 0;
+}

@@ -1,0 +1,945 @@
+/* test_kernels.cc — every CUDA kernel (runtime/cuda/kernels_cuda.cu) against
+ * the CPU kernel of the same name (runtime/kernels_cpu.c, renamed cpu_* by
+ * cpu_rename.h) on random inputs: forward and backward, acc modes, in-place
+ * cases, shapes that are not multiples of the warp or block size.
+ *
+ * Two builds of this one file:
+ *   - test_cuda_emu (label unit): kernels_cuda.cu and device_cuda.cu compiled
+ *     as C++ against the SIMT emulator (tests/cuda/shim). Each case runs
+ *     under several fiber/block orders and must give the same bits under all
+ *     of them (a race between barriers would not), and with several workspace
+ *     sizes (0 selects the single-pass fallbacks).
+ *   - test_cuda_gpu (label gpu): the same file built by nvcc against the real
+ *     kernels; each case runs twice and must give the same bits.
+ *
+ * Usage: test_kernels [filter]   (runs the groups whose name contains filter)
+ */
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <functional>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "gc_cuda.h"
+
+/* The CPU reference: the same signatures, other names. */
+extern "C" {
+decltype(gc_matmul) cpu_matmul;
+decltype(gc_reduce_rows) cpu_reduce_rows;
+decltype(gc_embedding_fwd) cpu_embedding_fwd;
+decltype(gc_embedding_bwd) cpu_embedding_bwd;
+decltype(gc_layernorm_fwd) cpu_layernorm_fwd;
+decltype(gc_layernorm_bwd) cpu_layernorm_bwd;
+decltype(gc_permute) cpu_permute;
+decltype(gc_softmax_fwd) cpu_softmax_fwd;
+decltype(gc_softmax_bwd) cpu_softmax_bwd;
+decltype(gc_causal_mask_fwd) cpu_causal_mask_fwd;
+decltype(gc_causal_mask_bwd) cpu_causal_mask_bwd;
+decltype(gc_crossentropy_fwd) cpu_crossentropy_fwd;
+decltype(gc_crossentropy_bwd) cpu_crossentropy_bwd;
+decltype(gc_fill) cpu_fill;
+decltype(gc_adamw) cpu_adamw;
+decltype(gc_poison) cpu_poison;
+}
+
+typedef std::vector<float> Vec;
+typedef std::vector<int32_t> IVec;
+
+static int failures, checks;
+static std::mt19937 rng(20240607);
+static void *workspace;
+
+/* ---------------------------------------------------------------- data */
+
+static Vec rand_vec(size_t n, float lo = -1.0f, float hi = 1.0f)
+{
+    std::uniform_real_distribution<float> u(lo, hi);
+    Vec v(n);
+    for (auto &x : v)
+        x = u(rng);
+    return v;
+}
+
+static IVec rand_idx(size_t n, int32_t rows)
+{
+    std::uniform_int_distribution<int32_t> u(0, rows - 1);
+    IVec v(n);
+    for (auto &x : v)
+        x = u(rng);
+    return v;
+}
+
+static Vec nan_vec(size_t n) { return Vec(n, NAN); }
+
+/* Device buffers of one case, freed together. */
+struct Dev {
+    std::vector<void *> ptrs;
+    template <class T> T *up(const std::vector<T> &h, size_t pad_front = 0)
+    {
+        size_t bytes = (h.size() + pad_front) * sizeof(T);
+        char *d = (char *)gc_device_alloc(bytes ? bytes : 1);
+        ptrs.push_back(d);
+        T *p = (T *)d + pad_front;
+        gc_device_upload(p, h.data(), h.size() * sizeof(T));
+        return p;
+    }
+    ~Dev()
+    {
+        for (void *p : ptrs)
+            gc_device_free(p);
+    }
+};
+
+template <class T> static std::vector<T> down(const T *d, size_t n)
+{
+    std::vector<T> h(n);
+    gc_device_download(h.data(), d, n * sizeof(T));
+    return h;
+}
+
+/* ---------------------------------------------------------------- checking */
+
+/* |got - want| <= tol * (|want| + max|want|) elementwise; infinities and
+ * NaNs must match exactly. */
+static bool close(const char *what, const Vec &got, const Vec &want, float tol = 1e-5f)
+{
+    checks++;
+    if (got.size() != want.size()) {
+        printf("FAIL %s: %zu values, want %zu\n", what, got.size(), want.size());
+        failures++;
+        return false;
+    }
+    float scale = 0.0f;
+    for (float w : want)
+        if (isfinite(w))
+            scale = fmaxf(scale, fabsf(w));
+    for (size_t i = 0; i < got.size(); i++) {
+        float g = got[i], w = want[i];
+        bool ok = (isnan(g) && isnan(w)) || g == w || fabsf(g - w) <= tol * (fabsf(w) + scale);
+        if (!ok) {
+            printf("FAIL %s: [%zu] = %.9g, want %.9g (|diff| %.3g, scale %.3g)\n", what, i, g, w,
+                   fabsf(g - w), scale);
+            failures++;
+            return false;
+        }
+    }
+    return true;
+}
+
+static bool same_bits(const char *what, const Vec &a, const Vec &b)
+{
+    checks++;
+    if (a.size() == b.size() && (a.empty() || memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0))
+        return true;
+    for (size_t i = 0; i < a.size() && i < b.size(); i++)
+        if (memcmp(&a[i], &b[i], sizeof(float)) != 0) {
+            printf("FAIL %s: not deterministic: [%zu] = %.9g vs %.9g\n", what, i, a[i], b[i]);
+            break;
+        }
+    failures++;
+    return false;
+}
+
+/* Runs the GPU side of a case under each schedule (emulator) or twice (GPU);
+ * all runs must agree bit for bit; returns the first. */
+static Vec run_gpu(const char *what, const std::function<Vec()> &f)
+{
+#ifdef GCEMU
+    gcemu_set_order(gcemu::ORDER_FORWARD, 0);
+    Vec first = f();
+    gcemu_set_order(gcemu::ORDER_REVERSE, 0);
+    same_bits(what, f(), first);
+    gcemu_set_order(gcemu::ORDER_SHUFFLE, 7);
+    same_bits(what, f(), first);
+    gcemu_set_order(gcemu::ORDER_SHUFFLE, 12345);
+#else
+    Vec first = f();
+    same_bits(what, f(), first);
+#endif
+    return first;
+}
+
+/* Concatenation of several outputs, for cases with more than one. */
+static Vec cat(std::initializer_list<Vec> parts)
+{
+    Vec r;
+    for (const Vec &p : parts)
+        r.insert(r.end(), p.begin(), p.end());
+    return r;
+}
+
+/* Workspace sizes each case runs with: none (single-pass fallbacks), small,
+ * full, and 1 MiB starting 4 bytes past an alignment boundary (the runtime
+ * aligns it). */
+static const size_t WS_MISALIGNED = 1 << 20 | 1;
+static const size_t ws_sizes[] = {0, 4096, GC_CUDA_WORKSPACE_BYTES, WS_MISALIGNED};
+
+static void set_ws(size_t bytes)
+{
+    if (bytes == WS_MISALIGNED)
+        gc_cuda_set_workspace((char *)workspace + 4, 1 << 20);
+    else
+        gc_cuda_set_workspace(bytes ? workspace : NULL, bytes);
+}
+
+#define NAME(...) (snprintf(name, sizeof name, __VA_ARGS__), name)
+
+/* ---------------------------------------------------------------- matmul */
+
+static void test_matmul()
+{
+    struct { long batch, M, N, K; } shapes[] = {
+        {1, 1, 1, 1}, {1, 3, 5, 7}, {2, 33, 17, 65}, {3, 8, 40, 1}, {1, 64, 48, 32}, {2, 5, 4, 0},
+    };
+    char name[160];
+    for (auto s : shapes)
+        for (int ta = 0; ta < 2; ta++)
+            for (int tb = 0; tb < 2; tb++)
+                for (int acc = 0; acc < 2; acc++)
+                    for (int pad = 0; pad < 2; pad++) {   /* pad: 4-byte aligned pointers */
+                        Vec a = rand_vec(s.batch * s.M * s.K), b = rand_vec(s.batch * s.K * s.N);
+                        Vec c0 = acc ? rand_vec(s.batch * s.M * s.N) : nan_vec(s.batch * s.M * s.N);
+                        Vec want = acc ? c0 : Vec(c0.size(), 0.0f);
+                        cpu_matmul(want.data(), a.data(), b.data(), s.batch, s.M, s.N, s.K, ta, tb, acc);
+                        NAME("matmul b%ld M%ld N%ld K%ld ta%d tb%d acc%d pad%d", s.batch, s.M, s.N, s.K, ta, tb,
+                             acc, pad);
+                        Vec got = run_gpu(name, [&] {
+                            Dev d;
+                            float *dc = d.up(c0, pad);
+                            gc_matmul(dc, d.up(a, pad), d.up(b, 0), s.batch, s.M, s.N, s.K, ta, tb, acc);
+                            return down(dc, c0.size());
+                        });
+                        close(name, got, want);
+                    }
+    /* TF32 on: only the flag travels (the emulator computes in fp32) */
+    gc_cuda_set_tf32(1);
+    Vec a = rand_vec(6 * 5), b = rand_vec(5 * 7), want(6 * 7);
+    cpu_matmul(want.data(), a.data(), b.data(), 1, 6, 7, 5, 0, 0, 0);
+    Vec got = run_gpu("matmul tf32", [&] {
+        Dev d;
+        float *dc = d.up(Vec(42, 0.0f));
+        gc_matmul(dc, d.up(a), d.up(b), 1, 6, 7, 5, 0, 0, 0);
+        return down(dc, 42);
+    });
+    close("matmul tf32", got, want, 1e-2f);
+    gc_cuda_set_tf32(0);
+}
+
+/* ---------------------------------------------------------------- reduce_rows */
+
+static void test_reduce_rows()
+{
+    struct { long rows, cols; } shapes[] = {{1, 1}, {7, 33}, {130, 70}, {1000, 5}, {300, 257}};
+    char name[160];
+    for (size_t ws : ws_sizes) {
+        set_ws(ws);
+        for (auto s : shapes)
+            for (int acc = 0; acc < 2; acc++) {
+                Vec in = rand_vec(s.rows * s.cols), o0 = rand_vec(s.cols), want = o0;
+                cpu_reduce_rows(want.data(), in.data(), s.rows, s.cols, acc);
+                NAME("reduce_rows %ldx%ld acc%d ws%zu", s.rows, s.cols, acc, ws);
+                Vec got = run_gpu(name, [&] {
+                    Dev d;
+                    float *o = d.up(o0);
+                    gc_reduce_rows(o, d.up(in), s.rows, s.cols, acc);
+                    return down(o, s.cols);
+                });
+                close(name, got, want);
+            }
+    }
+    set_ws(GC_CUDA_WORKSPACE_BYTES);
+}
+
+/* ---------------------------------------------------------------- embedding */
+
+static void test_embedding()
+{
+    char name[160];
+    struct { long n, rows, C; } fshapes[] = {{1, 1, 1}, {37, 50, 19}, {64, 5, 300}};
+    for (auto s : fshapes) {
+        IVec idx = rand_idx(s.n, (int32_t)s.rows);
+        Vec table = rand_vec(s.rows * s.C), want(s.n * s.C);
+        cpu_embedding_fwd(want.data(), idx.data(), table.data(), s.n, s.rows, s.C);
+        NAME("embedding_fwd n%ld rows%ld C%ld", s.n, s.rows, s.C);
+        Vec got = run_gpu(name, [&] {
+            Dev d;
+            float *o = d.up(nan_vec(s.n * s.C));
+            gc_embedding_fwd(o, d.up(idx), d.up(table), s.n, s.rows, s.C);
+            return down(o, s.n * s.C);
+        });
+        close(name, got, want);
+    }
+    struct { long n, rows, C; } bshapes[] = {
+        {1, 1, 1}, {37, 50, 7}, {300, 5, 33}, {64, 1000, 300}, {3000, 40, 3},
+    };
+    for (size_t ws : ws_sizes) {
+        set_ws(ws);
+        for (auto s : bshapes)
+            for (int acc = 0; acc < 2; acc++) {
+                if (s.n == 3000 && ws == 0 && acc == 0)
+                    continue;   /* the O(n^2) fallback is slow in the emulator */
+                IVec idx = rand_idx(s.n, (int32_t)s.rows);
+                Vec dout = rand_vec(s.n * s.C), t0 = acc ? rand_vec(s.rows * s.C) : nan_vec(s.rows * s.C);
+                Vec want = t0;
+                cpu_embedding_bwd(want.data(), dout.data(), idx.data(), s.n, s.rows, s.C, acc);
+                NAME("embedding_bwd n%ld rows%ld C%ld acc%d ws%zu", s.n, s.rows, s.C, acc, ws);
+                Vec got = run_gpu(name, [&] {
+                    Dev d;
+                    float *t = d.up(t0);
+                    gc_embedding_bwd(t, d.up(dout), d.up(idx), s.n, s.rows, s.C, acc);
+                    return down(t, s.rows * s.C);
+                });
+                close(name, got, want);
+            }
+    }
+    set_ws(GC_CUDA_WORKSPACE_BYTES);
+}
+
+/* ---------------------------------------------------------------- layernorm */
+
+static void test_layernorm()
+{
+    char name[160];
+    struct { long N, C; } shapes[] = {{1, 1}, {9, 31}, {33, 65}, {20, 200}, {300, 8}};
+    for (auto s : shapes) {
+        long N = s.N, C = s.C;
+        Vec x = rand_vec(N * C, -2.0f, 3.0f), w = rand_vec(C), b = rand_vec(C);
+        Vec out(N * C), mean(N), rstd(N);
+        cpu_layernorm_fwd(out.data(), mean.data(), rstd.data(), x.data(), w.data(), b.data(), N, C, 1e-5f);
+        NAME("layernorm_fwd %ldx%ld", N, C);
+        Vec got = run_gpu(name, [&] {
+            Dev d;
+            float *o = d.up(nan_vec(N * C)), *m = d.up(nan_vec(N)), *r = d.up(nan_vec(N));
+            gc_layernorm_fwd(o, m, r, d.up(x), d.up(w), d.up(b), N, C, 1e-5f);
+            return cat({down(o, N * C), down(m, N), down(r, N)});
+        });
+        close(name, got, cat({out, mean, rstd}));
+
+        Vec dout = rand_vec(N * C);
+        for (size_t ws : ws_sizes) {
+            set_ws(ws);
+            /* acc bits 0..7; mask: which of dx, dw, db are passed; inplace: dx == dout */
+            for (int acc = 0; acc < 8; acc++)
+                for (int mask = 1; mask < 8; mask++)
+                    for (int inplace = 0; inplace < 2; inplace++) {
+                        if (inplace && !(mask & 1))
+                            continue;
+                        if (ws != GC_CUDA_WORKSPACE_BYTES && mask != 7)
+                            continue;
+                        Vec dx0 = (acc & 1) ? rand_vec(N * C) : nan_vec(N * C);
+                        Vec dw0 = (acc & 2) ? rand_vec(C) : nan_vec(C), db0 = (acc & 4) ? rand_vec(C) : nan_vec(C);
+                        if (inplace)
+                            dx0 = dout;
+                        Vec wdx = dx0, wdw = dw0, wdb = db0;
+                        cpu_layernorm_bwd(mask & 1 ? wdx.data() : NULL, mask & 2 ? wdw.data() : NULL,
+                                          mask & 4 ? wdb.data() : NULL, inplace ? wdx.data() : dout.data(),
+                                          x.data(), w.data(), mean.data(), rstd.data(), N, C, acc);
+                        NAME("layernorm_bwd %ldx%ld acc%d mask%d inplace%d ws%zu", N, C, acc, mask, inplace, ws);
+                        Vec got2 = run_gpu(name, [&] {
+                            Dev d;
+                            float *ddx = d.up(dx0), *ddw = d.up(dw0), *ddb = d.up(db0);
+                            gc_layernorm_bwd(mask & 1 ? ddx : NULL, mask & 2 ? ddw : NULL, mask & 4 ? ddb : NULL,
+                                             inplace ? ddx : d.up(dout), d.up(x), d.up(w), d.up(mean), d.up(rstd),
+                                             N, C, acc);
+                            return cat({down(ddx, N * C), down(ddw, C), down(ddb, C)});
+                        });
+                        close(name, got2, cat({wdx, wdw, wdb}), 2e-5f);
+                    }
+        }
+        set_ws(GC_CUDA_WORKSPACE_BYTES);
+    }
+}
+
+/* ---------------------------------------------------------------- permute */
+
+static void test_permute()
+{
+    struct Case { std::vector<long> shape; std::vector<int> perm; };
+    Case cases[] = {
+        {{7}, {0}},
+        {{5, 3}, {1, 0}},
+        {{2, 3, 4, 5}, {0, 2, 1, 3}},
+        {{2, 3, 4, 5}, {3, 1, 0, 2}},
+        {{1, 5, 1}, {2, 0, 1}},
+        {{2, 1, 3, 2, 4}, {4, 2, 0, 3, 1}},
+        {{2, 1, 2, 1, 2, 3, 1, 2}, {7, 6, 5, 4, 3, 2, 1, 0}},
+        {{3, 33, 2, 9}, {0, 2, 1, 3}},   /* (B, T, NH, HS) -> (B, NH, T, HS) */
+    };
+    char name[160];
+    for (auto &cs : cases)
+        for (int acc = 0; acc < 2; acc++) {
+            long n = 1;
+            for (long s : cs.shape)
+                n *= s;
+            int rank = (int)cs.shape.size();
+            Vec in = rand_vec(n), o0 = acc ? rand_vec(n) : nan_vec(n), want = o0;
+            cpu_permute(want.data(), in.data(), rank, cs.shape.data(), cs.perm.data(), acc);
+            NAME("permute rank%d n%ld perm0=%d acc%d", rank, n, cs.perm[0], acc);
+            Vec got = run_gpu(name, [&] {
+                Dev d;
+                float *o = d.up(o0);
+                gc_permute(o, d.up(in), rank, cs.shape.data(), cs.perm.data(), acc);
+                return down(o, n);
+            });
+            close(name, got, want);
+        }
+}
+
+/* ---------------------------------------------------------------- softmax, causal mask */
+
+static void test_softmax()
+{
+    struct { long rows, cols; int masked; } shapes[] = {
+        {1, 1, 0}, {9, 31, 0}, {17, 33, 0}, {5, 100, 0}, {3 * 20, 20, 1}, {2 * 37, 37, 1},
+    };
+    char name[160];
+    for (auto s : shapes) {
+        long n = s.rows * s.cols;
+        Vec x = rand_vec(n, -5.0f, 5.0f);
+        if (s.masked)
+            cpu_causal_mask_fwd(x.data(), x.data(), s.rows / s.cols, s.cols);
+        for (int inplace = 0; inplace < 2; inplace++) {
+            Vec want(n);
+            cpu_softmax_fwd(want.data(), x.data(), s.rows, s.cols);
+            NAME("softmax_fwd %ldx%ld masked%d inplace%d", s.rows, s.cols, s.masked, inplace);
+            Vec got = run_gpu(name, [&] {
+                Dev d;
+                float *in = d.up(x), *o = inplace ? in : d.up(nan_vec(n));
+                gc_softmax_fwd(o, in, s.rows, s.cols);
+                return down(o, n);
+            });
+            close(name, got, want);
+        }
+        Vec y(n), dy = rand_vec(n);
+        cpu_softmax_fwd(y.data(), x.data(), s.rows, s.cols);
+        for (int acc = 0; acc < 2; acc++)
+            for (int inplace = 0; inplace < 3; inplace++) {   /* 1: dx == dy, 2: dx == y */
+                Vec dx0 = inplace == 1 ? dy : inplace == 2 ? y : acc ? rand_vec(n) : nan_vec(n);
+                Vec want = dx0;
+                cpu_softmax_bwd(want.data(), inplace == 1 ? want.data() : dy.data(),
+                                inplace == 2 ? want.data() : y.data(), s.rows, s.cols, acc);
+                NAME("softmax_bwd %ldx%ld acc%d inplace%d", s.rows, s.cols, acc, inplace);
+                Vec got = run_gpu(name, [&] {
+                    Dev d;
+                    float *dx = d.up(dx0);
+                    gc_softmax_bwd(dx, inplace == 1 ? dx : d.up(dy), inplace == 2 ? dx : d.up(y), s.rows, s.cols,
+                                   acc);
+                    return down(dx, n);
+                });
+                close(name, got, want);
+            }
+    }
+    /* a row of -inf only: NaN, as on the CPU */
+    Vec x(8, -INFINITY), want(8);
+    cpu_softmax_fwd(want.data(), x.data(), 1, 8);
+    Vec got = run_gpu("softmax_fwd all -inf", [&] {
+        Dev d;
+        float *in = d.up(x);
+        gc_softmax_fwd(in, in, 1, 8);
+        return down(in, 8);
+    });
+    close("softmax_fwd all -inf", got, want);
+}
+
+static void test_causal_mask()
+{
+    struct { long batch, T; } shapes[] = {{1, 1}, {3, 5}, {2, 33}};
+    char name[160];
+    for (auto s : shapes) {
+        long n = s.batch * s.T * s.T;
+        Vec x = rand_vec(n);
+        for (int inplace = 0; inplace < 2; inplace++) {
+            Vec want(n);
+            cpu_causal_mask_fwd(want.data(), x.data(), s.batch, s.T);
+            NAME("causal_mask_fwd %ldx%ld inplace%d", s.batch, s.T, inplace);
+            Vec got = run_gpu(name, [&] {
+                Dev d;
+                float *in = d.up(x), *o = inplace ? in : d.up(nan_vec(n));
+                gc_causal_mask_fwd(o, in, s.batch, s.T);
+                return down(o, n);
+            });
+            close(name, got, want);
+        }
+        for (int acc = 0; acc < 2; acc++)
+            for (int inplace = 0; inplace < 2; inplace++) {
+                Vec dy = rand_vec(n), dx0 = inplace ? dy : acc ? rand_vec(n) : nan_vec(n), want = dx0;
+                cpu_causal_mask_bwd(want.data(), inplace ? want.data() : dy.data(), s.batch, s.T, acc);
+                NAME("causal_mask_bwd %ldx%ld acc%d inplace%d", s.batch, s.T, acc, inplace);
+                Vec got = run_gpu(name, [&] {
+                    Dev d;
+                    float *dx = d.up(dx0);
+                    gc_causal_mask_bwd(dx, inplace ? dx : d.up(dy), s.batch, s.T, acc);
+                    return down(dx, n);
+                });
+                close(name, got, want);
+            }
+    }
+}
+
+/* ---------------------------------------------------------------- cross-entropy */
+
+static void test_crossentropy()
+{
+    struct { long n, V, Vp; } shapes[] = {
+        {1, 1, 1}, {5, 10, 13}, {40, 300, 304}, {3, 1100, 1104}, {1030, 7, 8},
+    };
+    char name[160];
+    for (auto s : shapes) {
+        long n = s.n, V = s.V, Vp = s.Vp;
+        Vec logits = rand_vec(n * Vp, -4.0f, 4.0f);
+        IVec tg = rand_idx(n, (int32_t)V);
+        Vec want(1);
+        cpu_crossentropy_fwd(want.data(), logits.data(), tg.data(), n, Vp, V);
+        NAME("crossentropy_fwd n%ld V%ld Vp%ld", n, V, Vp);
+        Vec got = run_gpu(name, [&] {
+            Dev d;
+            float *loss = d.up(nan_vec(1));
+            gc_crossentropy_fwd(loss, d.up(logits), d.up(tg), n, Vp, V);
+            return down(loss, 1);
+        });
+        close(name, got, want);
+        if (n > 100)
+            continue;
+        Vec dloss = {1.7f};
+        for (int acc = 0; acc < 2; acc++)
+            for (int inplace = 0; inplace < 2; inplace++) {
+                Vec d0 = inplace ? logits : acc ? rand_vec(n * Vp) : nan_vec(n * Vp), want2 = d0;
+                cpu_crossentropy_bwd(want2.data(), dloss.data(), inplace ? want2.data() : logits.data(), tg.data(),
+                                     n, Vp, V, acc);
+                NAME("crossentropy_bwd n%ld V%ld Vp%ld acc%d inplace%d", n, V, Vp, acc, inplace);
+                Vec got2 = run_gpu(name, [&] {
+                    Dev d;
+                    float *dl = d.up(d0);
+                    gc_crossentropy_bwd(dl, d.up(dloss), inplace ? dl : d.up(logits), d.up(tg), n, Vp, V, acc);
+                    return down(dl, n * Vp);
+                });
+                close(name, got2, want2);
+            }
+    }
+}
+
+/* ---------------------------------------------------------------- fill, adamw, poison */
+
+static void test_misc()
+{
+    char name[160];
+    for (long n : {1L, 1000L}) {
+        Vec want(n);
+        cpu_fill(want.data(), n, 3.5f);
+        NAME("fill n%ld", n);
+        close(name, run_gpu(name, [&] {
+                  Dev d;
+                  float *x = d.up(nan_vec(n));
+                  gc_fill(x, n, 3.5f);
+                  return down(x, n);
+              }),
+              want);
+    }
+    for (int t : {1, 5}) {
+        long n = 1000;
+        Vec p = rand_vec(n), g = rand_vec(n), m = rand_vec(n, -0.1f, 0.1f), v = rand_vec(n, 0.0f, 0.01f);
+        Vec wp = p, wm = m, wv = v;
+        cpu_adamw(wp.data(), g.data(), wm.data(), wv.data(), n, 3e-4f, 0.9f, 0.95f, 1e-8f, 0.1f, t);
+        NAME("adamw t%d", t);
+        Vec got = run_gpu(name, [&] {
+            Dev d;
+            float *dp = d.up(p), *dm = d.up(m), *dv = d.up(v);
+            gc_adamw(dp, d.up(g), dm, dv, n, 3e-4f, 0.9f, 0.95f, 1e-8f, 0.1f, t);
+            return cat({down(dp, n), down(dm, n), down(dv, n)});
+        });
+        close(name, got, cat({wp, wm, wv}));
+    }
+    Vec got = run_gpu("poison", [&] {
+        Dev d;
+        float *x = d.up(Vec(10, 1.0f));
+        gc_poison(x + 1, 7 * sizeof(float) + 2);
+        return down(x, 10);
+    });
+    checks++;   /* bytes [4, 34) are 0xff, the rest untouched */
+    const unsigned char *bytes = (const unsigned char *)got.data();
+    bool ok = got[0] == 1.0f && got[9] == 1.0f && isnan(got[1]);
+    for (int i = 4; i < 34; i++)
+        ok &= bytes[i] == 0xff;
+    ok &= bytes[34] == 0x80 && bytes[35] == 0x3f;
+    if (!ok) {
+        printf("FAIL poison\n");
+        failures++;
+    }
+}
+
+/* ---------------------------------------------------------------- bf16 */
+/* The bf16 entry points against the fp32 CPU kernels run on the same
+ * bf16-rounded inputs: fp32 outputs within 1e-5, bf16 outputs (the CPU's
+ * result rounded) within a bf16 ulp (1/128 of the row's scale). */
+
+typedef std::vector<gc_bf16> BVec;
+static const float BF16_TOL = 1.0f / 128;
+
+static BVec to_bf(const Vec &v)
+{
+    BVec b(v.size());
+    for (size_t i = 0; i < v.size(); i++)
+        b[i] = __float2bfloat16(v[i]);
+    return b;
+}
+
+static Vec from_bf(const BVec &b)
+{
+    Vec v(b.size());
+    for (size_t i = 0; i < b.size(); i++)
+        v[i] = __bfloat162float(b[i]);
+    return v;
+}
+
+static Vec round_bf(const Vec &v) { return from_bf(to_bf(v)); }
+static Vec rand_bf(size_t n, float lo = -1.0f, float hi = 1.0f) { return round_bf(rand_vec(n, lo, hi)); }
+static Vec down_bf(const gc_bf16 *d, size_t n) { return from_bf(down(d, n)); }
+
+static void test_bf16()
+{
+    char name[160];
+    /* matmul: bf16 out and fp32 out */
+    struct { long batch, M, N, K; } shapes[] = {{1, 5, 7, 3}, {2, 33, 17, 65}};
+    for (auto s : shapes)
+        for (int ta = 0; ta < 2; ta++)
+            for (int tb = 0; tb < 2; tb++)
+                for (int acc = 0; acc < 2; acc++) {
+                    long nc = s.batch * s.M * s.N;
+                    Vec a = rand_bf(s.batch * s.M * s.K), b = rand_bf(s.batch * s.K * s.N), c0 = rand_bf(nc);
+                    Vec want = acc ? c0 : Vec(nc, 0.0f);
+                    cpu_matmul(want.data(), a.data(), b.data(), s.batch, s.M, s.N, s.K, ta, tb, acc);
+                    NAME("matmul_bf16 b%ld M%ld N%ld K%ld ta%d tb%d acc%d", s.batch, s.M, s.N, s.K, ta, tb, acc);
+                    close(name, run_gpu(name, [&] {
+                              Dev d;
+                              gc_bf16 *dc = d.up(to_bf(acc ? c0 : nan_vec(nc)));
+                              gc_matmul_bf16(dc, d.up(to_bf(a)), d.up(to_bf(b)), s.batch, s.M, s.N, s.K, ta, tb, acc);
+                              return down_bf(dc, nc);
+                          }),
+                          round_bf(want), BF16_TOL);
+                    NAME("matmul_bf16_f32 b%ld M%ld N%ld K%ld ta%d tb%d acc%d", s.batch, s.M, s.N, s.K, ta, tb, acc);
+                    close(name, run_gpu(name, [&] {
+                              Dev d;
+                              float *dc = d.up(acc ? c0 : nan_vec(nc));
+                              gc_matmul_bf16_f32(dc, d.up(to_bf(a)), d.up(to_bf(b)), s.batch, s.M, s.N, s.K, ta, tb,
+                                                 acc);
+                              return down(dc, nc);
+                          }),
+                          want);
+                }
+
+    /* reduce_rows, embedding */
+    {
+        long rows = 130, cols = 70;
+        Vec in = rand_bf(rows * cols), o0 = rand_vec(cols), want = o0;
+        cpu_reduce_rows(want.data(), in.data(), rows, cols, 1);
+        close("reduce_rows_bf16", run_gpu("reduce_rows_bf16", [&] {
+                  Dev d;
+                  float *o = d.up(o0);
+                  gc_reduce_rows_bf16(o, d.up(to_bf(in)), rows, cols, 1);
+                  return down(o, cols);
+              }),
+              want);
+        long n = 300, V = 50, C = 33;
+        IVec idx = rand_idx(n, (int32_t)V);
+        Vec table = rand_bf(V * C), fw(n * C);
+        cpu_embedding_fwd(fw.data(), idx.data(), table.data(), n, V, C);
+        close("embedding_fwd_bf16", run_gpu("embedding_fwd_bf16", [&] {
+                  Dev d;
+                  gc_bf16 *o = d.up(to_bf(nan_vec(n * C)));
+                  gc_embedding_fwd_bf16(o, d.up(idx), d.up(to_bf(table)), n, V, C);
+                  return down_bf(o, n * C);
+              }),
+              fw, 0.0f);
+        Vec dout = rand_bf(n * C), t0 = rand_vec(V * C);
+        for (int acc = 0; acc < 2; acc++) {
+            Vec bw = acc ? t0 : Vec(V * C, 0.0f);
+            cpu_embedding_bwd(bw.data(), dout.data(), idx.data(), n, V, C, acc);
+            NAME("embedding_bwd_bf16 acc%d", acc);
+            close(name, run_gpu(name, [&] {
+                      Dev d;
+                      float *t = d.up(acc ? t0 : nan_vec(V * C));
+                      gc_embedding_bwd_bf16(t, d.up(to_bf(dout)), d.up(idx), n, V, C, acc);
+                      return down(t, V * C);
+                  }),
+                  bw);
+        }
+    }
+
+    /* layernorm */
+    {
+        long N = 33, C = 65;
+        Vec x = rand_bf(N * C, -2.0f, 3.0f), w = rand_bf(C), b = rand_bf(C), out(N * C), mean(N), rstd(N);
+        cpu_layernorm_fwd(out.data(), mean.data(), rstd.data(), x.data(), w.data(), b.data(), N, C, 1e-5f);
+        Vec got = run_gpu("layernorm_fwd_bf16", [&] {
+            Dev d;
+            gc_bf16 *o = d.up(to_bf(nan_vec(N * C)));
+            float *m = d.up(nan_vec(N)), *r = d.up(nan_vec(N));
+            gc_layernorm_fwd_bf16(o, m, r, d.up(to_bf(x)), d.up(to_bf(w)), d.up(to_bf(b)), N, C, 1e-5f);
+            return cat({down_bf(o, N * C), down(m, N), down(r, N)});
+        });
+        close("layernorm_fwd_bf16 out", Vec(got.begin(), got.begin() + N * C), round_bf(out), BF16_TOL);
+        close("layernorm_fwd_bf16 stats", Vec(got.begin() + N * C, got.end()), cat({mean, rstd}));
+        Vec dout = rand_bf(N * C);
+        for (int acc : {0, 7}) {
+            Vec dx0 = rand_bf(N * C), dw0 = rand_vec(C), db0 = rand_vec(C), wdx = dx0, wdw = dw0, wdb = db0;
+            cpu_layernorm_bwd(wdx.data(), wdw.data(), wdb.data(), dout.data(), x.data(), w.data(), mean.data(),
+                              rstd.data(), N, C, acc);
+            NAME("layernorm_bwd_bf16 acc%d", acc);
+            Vec g2 = run_gpu(name, [&] {
+                Dev d;
+                gc_bf16 *ddx = d.up(to_bf(dx0));
+                float *ddw = d.up(dw0), *ddb = d.up(db0);
+                gc_layernorm_bwd_bf16(ddx, ddw, ddb, d.up(to_bf(dout)), d.up(to_bf(x)), d.up(to_bf(w)), d.up(mean),
+                                      d.up(rstd), N, C, acc);
+                return cat({down_bf(ddx, N * C), down(ddw, C), down(ddb, C)});
+            });
+            close(name, Vec(g2.begin(), g2.begin() + N * C), round_bf(wdx), BF16_TOL);
+            close(name, Vec(g2.begin() + N * C, g2.end()), cat({wdw, wdb}), 2e-5f);
+        }
+    }
+
+    /* permute, softmax, causal mask */
+    {
+        std::vector<long> shape = {3, 33, 2, 9};
+        std::vector<int> perm = {0, 2, 1, 3};
+        long n = 3 * 33 * 2 * 9;
+        Vec in = rand_bf(n), want(n);
+        cpu_permute(want.data(), in.data(), 4, shape.data(), perm.data(), 0);
+        close("permute_bf16", run_gpu("permute_bf16", [&] {
+                  Dev d;
+                  gc_bf16 *o = d.up(to_bf(nan_vec(n)));
+                  gc_permute_bf16(o, d.up(to_bf(in)), 4, shape.data(), perm.data(), 0);
+                  return down_bf(o, n);
+              }),
+              want, 0.0f);
+        long B = 3, T = 20, rows = B * T;
+        Vec x = rand_bf(rows * T, -5.0f, 5.0f), xm(rows * T);
+        cpu_causal_mask_fwd(xm.data(), x.data(), B, T);
+        close("causal_mask_fwd_bf16", run_gpu("causal_mask_fwd_bf16", [&] {
+                  Dev d;
+                  gc_bf16 *io = d.up(to_bf(x));
+                  gc_causal_mask_fwd_bf16(io, io, B, T);
+                  return down_bf(io, rows * T);
+              }),
+              xm, 0.0f);
+        Vec dy = rand_bf(rows * T), dxm(rows * T);
+        cpu_causal_mask_bwd(dxm.data(), dy.data(), B, T, 0);
+        close("causal_mask_bwd_bf16", run_gpu("causal_mask_bwd_bf16", [&] {
+                  Dev d;
+                  gc_bf16 *dx = d.up(to_bf(nan_vec(rows * T)));
+                  gc_causal_mask_bwd_bf16(dx, d.up(to_bf(dy)), B, T, 0);
+                  return down_bf(dx, rows * T);
+              }),
+              dxm, 0.0f);
+        Vec y(rows * T);
+        cpu_softmax_fwd(y.data(), xm.data(), rows, T);
+        close("softmax_fwd_bf16", run_gpu("softmax_fwd_bf16", [&] {
+                  Dev d;
+                  gc_bf16 *io = d.up(to_bf(xm));
+                  gc_softmax_fwd_bf16(io, io, rows, T);
+                  return down_bf(io, rows * T);
+              }),
+              round_bf(y), BF16_TOL);
+        Vec yb = round_bf(y), dx0 = rand_bf(rows * T), wdx = dx0;
+        cpu_softmax_bwd(wdx.data(), dy.data(), yb.data(), rows, T, 1);
+        close("softmax_bwd_bf16", run_gpu("softmax_bwd_bf16", [&] {
+                  Dev d;
+                  gc_bf16 *dx = d.up(to_bf(dx0));
+                  gc_softmax_bwd_bf16(dx, d.up(to_bf(dy)), d.up(to_bf(yb)), rows, T, 1);
+                  return down_bf(dx, rows * T);
+              }),
+              round_bf(wdx), BF16_TOL);
+    }
+
+    /* cross-entropy */
+    {
+        long n = 40, V = 300, Vp = 304;
+        Vec logits = rand_bf(n * Vp, -4.0f, 4.0f), want(1), dloss = {1.7f};
+        IVec tg = rand_idx(n, (int32_t)V);
+        cpu_crossentropy_fwd(want.data(), logits.data(), tg.data(), n, Vp, V);
+        close("crossentropy_fwd_bf16", run_gpu("crossentropy_fwd_bf16", [&] {
+                  Dev d;
+                  float *loss = d.up(nan_vec(1));
+                  gc_crossentropy_fwd_bf16(loss, d.up(to_bf(logits)), d.up(tg), n, Vp, V);
+                  return down(loss, 1);
+              }),
+              want);
+        Vec g(n * Vp);
+        cpu_crossentropy_bwd(g.data(), dloss.data(), logits.data(), tg.data(), n, Vp, V, 0);
+        close("crossentropy_bwd_bf16", run_gpu("crossentropy_bwd_bf16", [&] {
+                  Dev d;
+                  gc_bf16 *io = d.up(to_bf(logits));
+                  gc_crossentropy_bwd_bf16(io, d.up(dloss), io, d.up(tg), n, Vp, V, 0);
+                  return down_bf(io, n * Vp);
+              }),
+              round_bf(g), BF16_TOL);
+    }
+
+    /* fill, casts, adamw with the bf16 copy */
+    {
+        long n = 1000;
+        Vec v = rand_vec(n, -100.0f, 100.0f);
+        close("fill_bf16", run_gpu("fill_bf16", [&] {
+                  Dev d;
+                  gc_bf16 *x = d.up(to_bf(nan_vec(n)));
+                  gc_fill_bf16(x, n, 0.1f);
+                  return down_bf(x, n);
+              }),
+              round_bf(Vec(n, 0.1f)), 0.0f);
+        close("cast_bf16", run_gpu("cast_bf16", [&] {
+                  Dev d;
+                  gc_bf16 *o = d.up(to_bf(nan_vec(n)));
+                  gc_cast_bf16(o, d.up(v), n);
+                  return down_bf(o, n);
+              }),
+              round_bf(v), 0.0f);
+        Vec vb = round_bf(v);
+        close("cast_f32", run_gpu("cast_f32", [&] {
+                  Dev d;
+                  float *o = d.up(nan_vec(n));
+                  gc_cast_f32(o, d.up(to_bf(vb)), n);
+                  return down(o, n);
+              }),
+              vb, 0.0f);
+        Vec p = rand_vec(n), g = rand_vec(n), m = rand_vec(n, -0.1f, 0.1f), s2 = rand_vec(n, 0.0f, 0.01f);
+        Vec wp = p, wm = m, wv = s2;
+        cpu_adamw(wp.data(), g.data(), wm.data(), wv.data(), n, 3e-4f, 0.9f, 0.95f, 1e-8f, 0.1f, 3);
+        close("adamw_bf16", run_gpu("adamw_bf16", [&] {
+                  Dev d;
+                  float *dp = d.up(p), *dm = d.up(m), *dv = d.up(s2);
+                  gc_bf16 *pc = d.up(to_bf(nan_vec(n)));
+                  gc_adamw_bf16(dp, pc, d.up(g), dm, dv, n, 3e-4f, 0.9f, 0.95f, 1e-8f, 0.1f, 3);
+                  Vec got_p = down(dp, n);
+                  checks++;
+                  if (down_bf(pc, n) != round_bf(got_p)) {
+                      printf("FAIL adamw_bf16: the bf16 copy is not the rounded parameter\n");
+                      failures++;
+                  }
+                  return cat({got_p, down(dm, n), down(dv, n)});
+              }),
+              cat({wp, wm, wv}));
+    }
+}
+
+/* ---------------------------------------------------------------- errors */
+
+/* Runs f in a child; returns its exit status and what it wrote to stderr. */
+static int in_child(const std::function<void()> &f, std::string *err)
+{
+    int fd[2];
+    if (pipe(fd) != 0)
+        abort();
+    fflush(stdout);
+    fflush(stderr);
+    pid_t pid = fork();
+    if (pid == 0) {
+        close(fd[0]);
+        dup2(fd[1], 2);
+        f();
+        _exit(0);
+    }
+    close(fd[1]);
+    char buf[512];
+    ssize_t k;
+    err->clear();
+    while ((k = read(fd[0], buf, sizeof buf)) > 0)
+        err->append(buf, (size_t)k);
+    close(fd[0]);
+    int st = 0;
+    waitpid(pid, &st, 0);
+    return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+}
+
+/* A bad index or target: exit 1 at the next gc_device_sync with the CPU
+ * kernel's message. */
+static void test_errors()
+{
+    IVec idx = {1, 2, 77, 0};
+    Vec table = rand_vec(50 * 3), dout = rand_vec(4 * 3), logits = rand_vec(4 * 10);
+    struct { const char *what; std::function<void()> cpu, gpu; } cases[] = {
+        {"embedding_fwd",
+         [&] { Vec o(12); cpu_embedding_fwd(o.data(), idx.data(), table.data(), 4, 50, 3); },
+         [&] { Dev d; gc_embedding_fwd(d.up(Vec(12)), d.up(idx), d.up(table), 4, 50, 3); gc_device_sync(); }},
+        {"embedding_bwd",
+         [&] { Vec t(150); cpu_embedding_bwd(t.data(), dout.data(), idx.data(), 4, 50, 3, 0); },
+         [&] { Dev d; gc_embedding_bwd(d.up(Vec(150)), d.up(dout), d.up(idx), 4, 50, 3, 0); gc_device_sync(); }},
+        {"embedding_bwd (no workspace)",
+         [&] { Vec t(150); cpu_embedding_bwd(t.data(), dout.data(), idx.data(), 4, 50, 3, 0); },
+         [&] { set_ws(0); Dev d; gc_embedding_bwd(d.up(Vec(150)), d.up(dout), d.up(idx), 4, 50, 3, 0); gc_device_sync(); }},
+        {"crossentropy_fwd",
+         [&] { Vec l(1); IVec t = {1, 20, 3, 4}; cpu_crossentropy_fwd(l.data(), logits.data(), t.data(), 4, 10, 10); },
+         [&] { Dev d; IVec t = {1, 20, 3, 4}; gc_crossentropy_fwd(d.up(Vec(1)), d.up(logits), d.up(t), 4, 10, 10); gc_device_sync(); }},
+        {"crossentropy_bwd",
+         [&] { Vec g(40), dl = {1.0f}; IVec t = {1, 20, 3, 4}; cpu_crossentropy_bwd(g.data(), dl.data(), logits.data(), t.data(), 4, 10, 10, 0); },
+         [&] { Dev d; IVec t = {1, 20, 3, 4}; gc_crossentropy_bwd(d.up(Vec(40)), d.up(Vec{1.0f}), d.up(logits), d.up(t), 4, 10, 10, 0); gc_device_sync(); }},
+    };
+    for (auto &c : cases) {
+        std::string ecpu, egpu;
+        int rc_cpu = in_child(c.cpu, &ecpu), rc_gpu = in_child(c.gpu, &egpu);
+        /* the first line: sanitizers may add their own after exit() in a forked child */
+        ecpu = ecpu.substr(0, ecpu.find('\n'));
+        egpu = egpu.substr(0, egpu.find('\n'));
+        checks++;
+        if (rc_cpu != 1 || rc_gpu != 1 || ecpu != egpu || ecpu.find("error: ") != 0) {
+            printf("FAIL error %s: cpu exit %d \"%s\", cuda exit %d \"%s\"\n", c.what, rc_cpu, ecpu.c_str(), rc_gpu,
+                   egpu.c_str());
+            failures++;
+        }
+    }
+    /* the flag does not outlive a clean sync */
+    gc_device_sync();
+}
+
+/* ---------------------------------------------------------------- main */
+
+int main(int argc, char **argv)
+{
+    const char *filter = argc > 1 ? argv[1] : "";
+    char err[256] = "";
+#ifdef GCEMU
+    /* no device: a one-line reason, non-zero */
+    gcemu_device_count = 0;
+    checks++;
+    if (gc_device_init(err, sizeof err) == 0 || !strstr(err, "no CUDA device")) {
+        printf("FAIL gc_device_init without a device: \"%s\"\n", err);
+        failures++;
+    }
+    gcemu_device_count = 1;
+#endif
+    if (gc_device_init(err, sizeof err) != 0) {
+        printf("SKIP: %s\n", err);
+        return 77;
+    }
+    printf("device: %s, %.1f TFLOP/s bf16 peak, %zu MiB free\n", gc_device_name(), gc_device_peak_flops(1) / 1e12,
+           gc_device_free_bytes() >> 20);
+    workspace = gc_device_alloc(GC_CUDA_WORKSPACE_BYTES);
+    set_ws(GC_CUDA_WORKSPACE_BYTES);
+
+    struct { const char *name; void (*fn)(); } groups[] = {
+        {"matmul", test_matmul},         {"reduce_rows", test_reduce_rows},
+        {"embedding", test_embedding},   {"layernorm", test_layernorm},
+        {"permute", test_permute},       {"softmax", test_softmax},
+        {"causal_mask", test_causal_mask}, {"crossentropy", test_crossentropy},
+        {"misc", test_misc},             {"bf16", test_bf16},
+        {"errors", test_errors},
+    };
+    for (auto &g : groups) {
+        if (!strstr(g.name, filter))
+            continue;
+        int f0 = failures, c0 = checks;
+        g.fn();
+        printf("%-12s %4d checks, %d failed\n", g.name, checks - c0, failures - f0);
+        fflush(stdout);
+    }
+    gc_cuda_matmul_cache_clear();
+    gc_device_free(workspace);
+    printf("%s: %d checks, %d failed\n", failures ? "FAIL" : "ok", checks, failures);
+    return failures ? 1 : 0;
+}
