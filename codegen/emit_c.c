@@ -57,7 +57,7 @@ void emit_c(FILE *f, const Graph *g, const EmitOptions *opt)
             g->config);
     fprintf(f, " * Target cpu, %s schedule: %d ops, arena %zu bytes. */\n", g->schedule_name, g->nsched,
             g->region_bytes[RG_ARENA]);
-    fprintf(f, "#include <math.h>\n#include <stddef.h>\n#include <stdint.h>\n#include \"gc_runtime.h\"\n\n");
+    fprintf(f, "#include <math.h>\n#include <stddef.h>\n#include <stdint.h>\n#include <string.h>\n#include \"gc_runtime.h\"\n\n");
     fprintf(f, "#define GC_EWFN static inline\n%s\n", ew_preamble());
     /* elementwise functions, each once */
     char (*seen)[64] = xcalloc((size_t)g->nops + 1, sizeof *seen);

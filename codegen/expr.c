@@ -18,21 +18,59 @@ const char *ew_expr(const Op *op)
 }
 
 /* GC_EWFN is defined by the wrapper: "static inline" for C, "__device__
- * static inline" for CUDA. Both follow llm.c's tanh approximation. */
+ * static inline" for CUDA. Both follow llm.c's tanh approximation of GELU.
+ * On the GPU tanh is the device's tanhf; elsewhere (the CPU target, the SIMT
+ * emulator) a branch-free tanh that compilers vectorize: tanh|x| =
+ * (1 - e)/(1 + e), e = exp(-2|x|) by the Cephes expf polynomial (~1 ulp). */
 const char *ew_preamble(void)
 {
     return "#define GC_GELU_K 0.7978845608028654f /* sqrt(2/pi) */\n"
+           "#if defined(__CUDACC__)\n"
+           "GC_EWFN float gc_tanh(float x) { return tanhf(x); }\n"
+           "#else\n"
+           "GC_EWFN float gc_tanh(float x)\n"
+           "{\n"
+           "    uint32_t xb, sign, tb, sb;\n"
+           "    memcpy(&xb, &x, 4);\n"
+           "    sign = xb & 0x80000000u;\n"
+           "    xb &= 0x7fffffffu;\n"
+           "    xb = xb < 0x41100000u ? xb : 0x41100000u; /* |x| <= 9 (tanh 9 = 1 in float); an integer min */\n"
+           "    float a;\n"
+           "    memcpy(&a, &xb, 4);\n"
+           "    float r0 = -2.0f * a;                  /* exp(r0), r0 in [-18, 0] */\n"
+           "    float t = r0 * 1.44269504088896341f + 12582912.0f;\n"
+           "    float n = t - 12582912.0f;\n"
+           "    float r = r0 - n * 0.693359375f;\n"
+           "    r = r - n * -2.12194440e-4f;\n"
+           "    float z = r * r, y = 1.9875691500e-4f;\n"
+           "    y = y * r + 1.3981999507e-3f;\n"
+           "    y = y * r + 8.3334519073e-3f;\n"
+           "    y = y * r + 4.1665795894e-2f;\n"
+           "    y = y * r + 1.6666665459e-1f;\n"
+           "    y = y * r + 5.0000001201e-1f;\n"
+           "    y = y * z + r + 1.0f;\n"
+           "    memcpy(&tb, &t, 4);\n"
+           "    sb = (tb - 0x4B400000u + 127u) << 23;\n"
+           "    float scale, e;\n"
+           "    memcpy(&scale, &sb, 4);\n"
+           "    e = y * scale;\n"
+           "    float th = (1.0f - e) / (1.0f + e);\n"
+           "    memcpy(&tb, &th, 4);\n"
+           "    tb |= sign;\n"
+           "    memcpy(&th, &tb, 4);\n"
+           "    return th;\n"
+           "}\n"
+           "#endif\n"
            "GC_EWFN float gc_gelu(float x)\n"
            "{\n"
            "    float cube = 0.044715f * x * x * x;\n"
-           "    return 0.5f * x * (1.0f + tanhf(GC_GELU_K * (x + cube)));\n"
+           "    return 0.5f * x * (1.0f + gc_tanh(GC_GELU_K * (x + cube)));\n"
            "}\n"
            "GC_EWFN float gc_gelu_grad(float x)\n"
            "{\n"
            "    float cube = 0.044715f * x * x * x;\n"
-           "    float arg = GC_GELU_K * (x + cube);\n"
-           "    float th = tanhf(arg), ch = coshf(arg);\n"
-           "    float sech2 = 1.0f / (ch * ch);\n"
+           "    float th = gc_tanh(GC_GELU_K * (x + cube));\n"
+           "    float sech2 = 1.0f - th * th;\n"
            "    return 0.5f * (1.0f + th) + x * 0.5f * sech2 * GC_GELU_K * (1.0f + 3.0f * 0.044715f * x * x);\n"
            "}\n";
 }

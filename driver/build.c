@@ -54,7 +54,7 @@ static int build_cpu(const char *src, const char *exe, const DriverOptions *o)
     char *inc = xasprintf("-I%s", runtime_dir());
     char *cbl = xasprintf("-I%s", GC_CBLAS_INCLUDE);
     char *cc = xstrdup(o->cc);
-    char *argv[] = {cc, "-std=c11", "-O2", "-march=x86-64-v2", "-fopenmp", "-w", inc, cbl, "-o", (char *)exe,
+    char *argv[] = {cc, "-std=c11", "-O3", "-march=native", "-fopenmp", "-w", inc, cbl, "-o", (char *)exe,
                     (char *)src, (char *)runtime_lib(), GC_OPENBLAS_LIB, "-lm", NULL};
     int rc = run_command(argv, o->verbose);
     free(inc);
