@@ -11,7 +11,7 @@
  * again for the gradients, no reuse), with the time the planner took.
  *
  * The graph comes from models/gpt2.graph through the compiler's own passes
- * (parse -> ir_build -> pass_autodiff -> pass_schedule -> fill_liveness ->
+ * (parse -> ir_build -> pass_autodiff [-> pass_split_updates] -> pass_schedule -> fill_liveness ->
  * pass_memplan) when this was built with GC_HAVE_FRONTEND, else (or with
  * --synthetic) from tests/plan/gpt2_synth.c, a hand-built graph of the same
  * shape. --show plans one shape (MODEL: 124M, 350M, 774M, 1558M), prints its
@@ -86,6 +86,8 @@ static Graph *build(const Model *m, long B, long T, const char *graph, ScheduleK
         if (!g)
             return NULL;
         pass_autodiff(g);
+        if (sk == SCHED_FUSED_OPT)      /* as the driver does: per-layer updates */
+            pass_split_updates(g);
         pass_schedule(g, sk);
         return g;
     }
