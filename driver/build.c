@@ -26,7 +26,9 @@ static int run_command(char **argv, int verbose)
         return -1;
     if (pid == 0) {
         execvp(argv[0], argv);
-        fprintf(stderr, "gcompile: error: cannot run '%s': %s\n", argv[0], strerror(errno));
+        fprintf(stderr, "gcompile: error: cannot run '%s': %s%s\n", argv[0], strerror(errno),
+                strstr(argv[0], "nvcc") ? " (the CUDA target needs the CUDA toolkit; --target cpu builds for the CPU)"
+                                        : "");
         _exit(127);
     }
     int status;

@@ -27,7 +27,7 @@ static void usage(FILE *f)
         "  -o, --output FILE      where to write (default: train; '-' = stdout for --emit)\n"
         "      --config NAME      a named config of the graph (e.g. gpt2_124M, tiny)\n"
         "  -D NAME=VALUE          override one dim (repeatable), e.g. -D B=8\n"
-        "      --target T         cpu | cuda (default: cpu)\n"
+        "      --target T         cuda | cpu (default: cuda)\n"
         "      --precision P      fp32 | bf16 (bf16 activations and gradients, fp32 master\n"
         "                         weights and optimizer state; --target cuda only)\n"
         "      --mem SIZE         per-device memory budget, e.g. 24GiB, 80GB, 512MiB;\n"
@@ -230,7 +230,7 @@ int main(int argc, char **argv)
     DriverOptions o = {
         .output = NULL, .schedule = SCHED_FUSED_OPT, .gpus = 1, .cc = "cc", .nvcc = "nvcc",
         .gpu_arch = "sm_80,sm_90",
-        .emit = {.target = "cpu", .precision = "fp32"},
+        .emit = {.target = "cuda", .precision = "fp32"},
     };
     if (parse_args(argc, argv, &o))
         return 1;
