@@ -26,7 +26,7 @@ static const char *human(double v, char *buf, size_t len)
     int u = 0;
     while (v >= 1024 && u < 4)
         v /= 1024, u++;
-    snprintf(buf, len, u ? "%.3g %s" : "%.0f %s", v, units[u]);
+    snprintf(buf, len, !u ? "%.0f %s" : v < 10 ? "%.2f %s" : v < 100 ? "%.1f %s" : "%.0f %s", v, units[u]);
     return buf;
 }
 
@@ -208,12 +208,16 @@ static void legend(FILE *f)
 {
     fprintf(f, "<g font-size=\"12\">\n");
     int x = PX;
-    for (int k = TK_ACTIVATION; k <= TK_COMM; k++, x += 140)
+    /* the kinds an arena can hold (gradients too, under the fused-opt schedule) */
+    static const TensorKind kinds[] = {TK_ACTIVATION, TK_ACTGRAD, TK_GRAD, TK_INPUT, TK_WORKSPACE, TK_COMM};
+    for (size_t i = 0; i < sizeof kinds / sizeof kinds[0]; i++, x += 120) {
+        int k = kinds[i];
         fprintf(f, "<rect x=\"%d\" y=\"%d\" width=\"12\" height=\"12\" fill=\"%s\"/>"
                 "<text x=\"%d\" y=\"%d\">%s</text>\n", x, PY + PH + 60, kind_color[k], x + 16,
                 PY + PH + 71, tensor_kind_name((TensorKind)k));
+    }
     x = PX;
-    for (int p = PH_FWD; p <= PH_COMM; p++, x += 140)
+    for (int p = PH_FWD; p <= PH_COMM; p++, x += 150)
         fprintf(f, "<rect x=\"%d\" y=\"%d\" width=\"12\" height=\"6\" fill=\"%s\"/>"
                 "<text x=\"%d\" y=\"%d\">phase %s</text>\n", x, PY + PH + 87, phase_color[p],
                 x + 16, PY + PH + 94, phase_name((Phase)p));
