@@ -54,6 +54,11 @@ int ew_broadcast(const Graph *g, const Op *op);
 /* The parameter table and the static const gc_program PROG (needs a
  * function `run` declared before). */
 void emit_program_struct(FILE *f, const Graph *g, const EmitOptions *opt);
+/* Calls define() once per distinct elementwise function the schedule uses. */
+void emit_each_ew(FILE *f, const Graph *g, void (*define)(FILE *, const Graph *, const Op *));
+/* The body of run(ctx, phases): every scheduled op's call, in order, grouped
+ * into `if (phases & GC_PHASE_…)` blocks (NaN poisoning with opt->poison). */
+void emit_step_body(FILE *f, const Graph *g, const EmitOptions *opt);
 /* NaN-poison calls for the roots whose lifetime ends at `step`. */
 void emit_poison(FILE *f, const Graph *g, int step, const char *indent);
 

@@ -30,26 +30,6 @@ static void emit_ew_function(FILE *f, const Graph *g, const Op *op)
     fprintf(f, "        y[i] %s %s;\n    }\n}\n\n", store, ew_expr(op));
 }
 
-static void emit_ew_call(FILE *f, const Graph *g, const Op *op)
-{
-    char name[64];
-    fprintf(f, "%s(", ew_name(name, sizeof name, g, op));
-    emit_tensor_ptr(f, g, op->out[0]);
-    fputs(", ", f);
-    emit_tensor_ptr(f, g, op->in[0]);
-    fputs(", ", f);
-    if (op->nin == 2)
-        emit_tensor_ptr(f, g, op->in[1]);
-    else
-        fputs("NULL", f);
-    fprintf(f, ", %ldL, %ldL, %.9ef);\n", g->t[op->out[0]].numel,
-            op->nin == 2 ? g->t[op->in[1]].numel : g->t[op->out[0]].numel, op->attr[0]);
-}
-
-static const char *phase_flag(Phase p)
-{
-    return p == PH_OPT ? "GC_PHASE_OPT" : p == PH_BWD ? "GC_PHASE_BWD" : "GC_PHASE_FWD";
-}
 
 void emit_c(FILE *f, const Graph *g, const EmitOptions *opt)
 {
@@ -60,49 +40,10 @@ void emit_c(FILE *f, const Graph *g, const EmitOptions *opt)
     fprintf(f, "#include <math.h>\n#include <stddef.h>\n#include <stdint.h>\n#include <string.h>\n#include \"gc_runtime.h\"\n\n");
     fprintf(f, "#define GC_EWFN static inline\n%s\n", ew_preamble());
     /* elementwise functions, each once */
-    char (*seen)[64] = xcalloc((size_t)g->nops + 1, sizeof *seen);
-    int nseen = 0;
-    for (int k = 0; k < g->nsched; k++) {
-        const Op *op = &g->ops[g->sched[k]];
-        if (op_info[op->kind].cls != OPC_EW)
-            continue;
-        char name[64];
-        ew_name(name, sizeof name, g, op);
-        int dup = 0;
-        for (int i = 0; i < nseen && !dup; i++)
-            dup = !strcmp(seen[i], name);
-        if (dup)
-            continue;
-        strcpy(seen[nseen++], name);
-        emit_ew_function(f, g, op);
-    }
-    free(seen);
+    emit_each_ew(f, g, emit_ew_function);
     fprintf(f, "/* the training step: ops in schedule order, grouped by phase */\n");
     fprintf(f, "static void run(gc_ctx *ctx, int phases)\n{\n");
-    Phase open = (Phase)-1;
-    for (int k = 0; k < g->nsched; k++) {
-        const Op *op = &g->ops[g->sched[k]];
-        if (op->phase != open) {
-            if (open != (Phase)-1)
-                fprintf(f, "    }\n");
-            fprintf(f, "    if (phases & %s) {\n", phase_flag(op->phase));
-            open = op->phase;
-        }
-        fprintf(f, "        /* %d %s %s", k, phase_name(op->phase), op->name);
-        if (op->loc.line)
-            fprintf(f, " (%s:%d)", op->loc.file, op->loc.line);
-        fprintf(f, " */\n        ");
-        if (op_info[op->kind].cls == OPC_VIEW)
-            fprintf(f, "/* view: no code */\n");
-        else if (op_info[op->kind].cls == OPC_EW)
-            emit_ew_call(f, g, op);
-        else
-            emit_kernel_call(f, g, op);
-        if (opt->poison)
-            emit_poison(f, g, k, "        ");
-    }
-    if (open != (Phase)-1)
-        fprintf(f, "    }\n");
+    emit_step_body(f, g, opt);
     fprintf(f, "}\n\n");
     emit_program_struct(f, g, opt);
     fprintf(f, "\nint main(int argc, char **argv) { return gc_main(argc, argv, &PROG); }\n");

@@ -256,3 +256,74 @@ void emit_program_struct(FILE *f, const Graph *g, const EmitOptions *opt)
             g->beta1, g->beta2, g->eps, g->weight_decay);
     fprintf(f, "    .run = run,\n};\n");
 }
+
+void emit_each_ew(FILE *f, const Graph *g, void (*define)(FILE *, const Graph *, const Op *))
+{
+    char (*seen)[64] = xcalloc((size_t)g->nops + 1, sizeof *seen);
+    int nseen = 0;
+    for (int k = 0; k < g->nsched; k++) {
+        const Op *op = &g->ops[g->sched[k]];
+        if (op_info[op->kind].cls != OPC_EW)
+            continue;
+        char name[64];
+        ew_name(name, sizeof name, g, op);
+        int dup = 0;
+        for (int i = 0; i < nseen && !dup; i++)
+            dup = !strcmp(seen[i], name);
+        if (!dup) {
+            strcpy(seen[nseen++], name);
+            define(f, g, op);
+        }
+    }
+    free(seen);
+}
+
+/* "name(y, x0, x1 or NULL, n, n1, s);" */
+static void emit_ew_call(FILE *f, const Graph *g, const Op *op)
+{
+    char name[64];
+    fprintf(f, "%s(", ew_name(name, sizeof name, g, op));
+    emit_tensor_ptr(f, g, op->out[0]);
+    fputs(", ", f);
+    emit_tensor_ptr(f, g, op->in[0]);
+    fputs(", ", f);
+    if (op->nin == 2)
+        emit_tensor_ptr(f, g, op->in[1]);
+    else
+        fputs("NULL", f);
+    fprintf(f, ", %ldL, %ldL, %.9ef);\n", g->t[op->out[0]].numel,
+            op->nin == 2 ? g->t[op->in[1]].numel : g->t[op->out[0]].numel, op->attr[0]);
+}
+
+static const char *phase_flag(Phase p)
+{
+    return p == PH_OPT ? "GC_PHASE_OPT" : p == PH_BWD ? "GC_PHASE_BWD" : "GC_PHASE_FWD";
+}
+
+void emit_step_body(FILE *f, const Graph *g, const EmitOptions *opt)
+{
+    Phase open = (Phase)-1;
+    for (int k = 0; k < g->nsched; k++) {
+        const Op *op = &g->ops[g->sched[k]];
+        if (op->phase != open) {
+            if (open != (Phase)-1)
+                fprintf(f, "    }\n");
+            fprintf(f, "    if (phases & %s) {\n", phase_flag(op->phase));
+            open = op->phase;
+        }
+        fprintf(f, "        /* %d %s %s", k, phase_name(op->phase), op->name);
+        if (op->loc.line)
+            fprintf(f, " (%s:%d)", op->loc.file, op->loc.line);
+        fprintf(f, " */\n        ");
+        if (op_info[op->kind].cls == OPC_VIEW)
+            fprintf(f, "/* view: no code */\n");
+        else if (op_info[op->kind].cls == OPC_EW)
+            emit_ew_call(f, g, op);
+        else
+            emit_kernel_call(f, g, op);
+        if (opt->poison)
+            emit_poison(f, g, k, "        ");
+    }
+    if (open != (Phase)-1)
+        fprintf(f, "    }\n");
+}

@@ -29,26 +29,6 @@ static void emit_ew_kernel(FILE *f, const Graph *g, const Op *op)
     fprintf(f, "    GC_LAUNCH(%s_k, (unsigned)grid, 256, 0, y, p0, p1, n, n1, s);\n}\n\n", name);
 }
 
-static void emit_ew_call(FILE *f, const Graph *g, const Op *op)
-{
-    char name[64];
-    fprintf(f, "%s(", ew_name(name, sizeof name, g, op));
-    emit_tensor_ptr(f, g, op->out[0]);
-    fputs(", ", f);
-    emit_tensor_ptr(f, g, op->in[0]);
-    fputs(", ", f);
-    if (op->nin == 2)
-        emit_tensor_ptr(f, g, op->in[1]);
-    else
-        fputs("NULL", f);
-    fprintf(f, ", %ldL, %ldL, %.9ef);\n", g->t[op->out[0]].numel,
-            op->nin == 2 ? g->t[op->in[1]].numel : g->t[op->out[0]].numel, op->attr[0]);
-}
-
-static const char *phase_flag(Phase p)
-{
-    return p == PH_OPT ? "GC_PHASE_OPT" : p == PH_BWD ? "GC_PHASE_BWD" : "GC_PHASE_FWD";
-}
 
 static int find_tensor(const Graph *g, const char *name)
 {
@@ -72,23 +52,7 @@ void emit_cuda(FILE *f, const Graph *g, const EmitOptions *opt)
                "GC_EWFN float gc_ld(gc_bf16 x) { return __bfloat162float(x); }\n"
                "GC_EWFN void gc_st(float *p, float v) { *p = v; }\n"
                "GC_EWFN void gc_st(gc_bf16 *p, float v) { *p = __float2bfloat16(v); }\n\n");
-    char (*seen)[64] = xcalloc((size_t)g->nops + 1, sizeof *seen);
-    int nseen = 0;
-    for (int k = 0; k < g->nsched; k++) {
-        const Op *op = &g->ops[g->sched[k]];
-        if (op_info[op->kind].cls != OPC_EW)
-            continue;
-        char name[64];
-        ew_name(name, sizeof name, g, op);
-        int dup = 0;
-        for (int i = 0; i < nseen && !dup; i++)
-            dup = !strcmp(seen[i], name);
-        if (dup)
-            continue;
-        strcpy(seen[nseen++], name);
-        emit_ew_kernel(f, g, op);
-    }
-    free(seen);
+    emit_each_ew(f, g, emit_ew_kernel);
     int ws = find_tensor(g, "runtime.workspace");
     fprintf(f, "/* the training step: ops in schedule order, grouped by phase */\n");
     fprintf(f, "static void run(gc_ctx *ctx, int phases)\n{\n");
@@ -97,30 +61,7 @@ void emit_cuda(FILE *f, const Graph *g, const EmitOptions *opt)
                 (int)g->t[ws].region, g->t[ws].offset, g->t[ws].bytes);
     else
         fprintf(f, "    gc_cuda_set_workspace(NULL, 0);\n");
-    Phase open = (Phase)-1;
-    for (int k = 0; k < g->nsched; k++) {
-        const Op *op = &g->ops[g->sched[k]];
-        if (op->phase != open) {
-            if (open != (Phase)-1)
-                fprintf(f, "    }\n");
-            fprintf(f, "    if (phases & %s) {\n", phase_flag(op->phase));
-            open = op->phase;
-        }
-        fprintf(f, "        /* %d %s %s", k, phase_name(op->phase), op->name);
-        if (op->loc.line)
-            fprintf(f, " (%s:%d)", op->loc.file, op->loc.line);
-        fprintf(f, " */\n        ");
-        if (op_info[op->kind].cls == OPC_VIEW)
-            fprintf(f, "/* view: no code */\n");
-        else if (op_info[op->kind].cls == OPC_EW)
-            emit_ew_call(f, g, op);
-        else
-            emit_kernel_call(f, g, op);
-        if (opt->poison)
-            emit_poison(f, g, k, "        ");
-    }
-    if (open != (Phase)-1)
-        fprintf(f, "    }\n");
+    emit_step_body(f, g, opt);
     fprintf(f, "}\n\n");
     emit_program_struct(f, g, opt);
     fprintf(f, "\nint main(int argc, char **argv) { return gc_main(argc, argv, &PROG); }\n");
