@@ -95,6 +95,13 @@ void emit_kernel_call(FILE *f, const Graph *g, const Op *op)
         fprintf(f, ", %ld, %ld, %ld, %ld, %d, %d, %d);\n", b, M, N, K, (int)op->attr[0], (int)op->attr[1], op->acc);
         return;
     }
+    case OP_MATMUL_BIAS: {
+        long b, M, N, K;
+        op_matmul_geom(g, op, &b, &M, &N, &K);
+        call_head(f, g, "gc_matmul_bias", op, NULL, 0);
+        fprintf(f, ", %ld, %ld, %ld, %ld, %d, %d, %d);\n", b, M, N, K, (int)op->attr[0], (int)op->attr[1], op->acc);
+        return;
+    }
     case OP_EMBEDDING: {
         const Tensor *idx = &g->t[op->in[1]];
         int in[2] = {op->in[1], op->in[0]};    /* kernel order: idx, table */
@@ -228,7 +235,8 @@ void emit_program_struct(FILE *f, const Graph *g, const EmitOptions *opt)
     int logits = loss_op >= 0 && g->ops[loss_op].kind == OP_CROSS_ENTROPY ? g->ops[loss_op].in[0] : -1;
     double flops = 0;
     for (int o = 0; o < g->nops; o++)
-        flops += op_flops(g, &g->ops[o]);
+        if (!g->ops[o].dead)
+            flops += op_flops(g, &g->ops[o]);
     size_t total = 0;
     for (int r = 0; r < RG_COUNT; r++)
         total += g->region_bytes[r];

@@ -18,7 +18,7 @@ typedef struct DriverOptions {
     EmitOptions emit;
     const char *emit_kind;   /* NULL: build an executable */
     ScheduleKind schedule;
-    int no_reuse, gpus, verbose;
+    int no_reuse, no_fuse, gpus, verbose;
     const char *cc;
     const char *nvcc;
     const char *gpu_arch;    /* "sm_80,sm_90" */

@@ -39,6 +39,8 @@ static void usage(FILE *f)
         "      --emit KIND        write one artifact instead of building:\n"
         "                           ir, summary, c, cuda, plan, plan-text, plan-svg\n"
         "      --no-reuse         every tensor gets its own storage (baseline plan)\n"
+        "      --no-fuse          keep matmul + bias add as two ops (fusion: bias\n"
+        "                         epilogues only so far)\n"
         "      --poison           emitted program fills each buffer with NaN when its\n"
         "                         lifetime ends (debugging plans)\n"
         "      --gpu-arch LIST    CUDA architectures to build for (default: sm_80,sm_90)\n"
@@ -75,7 +77,7 @@ static const char *const emit_kinds[] = {"ir", "summary", "c", "cuda", "plan", "
 static int parse_args(int argc, char **argv, DriverOptions *o)
 {
     enum { O_CONFIG = 256, O_TARGET, O_PRECISION, O_MEM, O_GPUS, O_EMIT, O_NOREUSE, O_VERSION,
-           O_SCHEDULE, O_POISON, O_CC, O_NVCC, O_ARCH };
+           O_SCHEDULE, O_POISON, O_CC, O_NVCC, O_ARCH, O_NOFUSE };
     static const struct option longopts[] = {
         {"output", required_argument, 0, 'o'}, {"config", required_argument, 0, O_CONFIG},
         {"target", required_argument, 0, O_TARGET}, {"precision", required_argument, 0, O_PRECISION},
@@ -83,7 +85,7 @@ static int parse_args(int argc, char **argv, DriverOptions *o)
         {"emit", required_argument, 0, O_EMIT}, {"no-reuse", no_argument, 0, O_NOREUSE},
         {"schedule", required_argument, 0, O_SCHEDULE}, {"poison", no_argument, 0, O_POISON},
         {"cc", required_argument, 0, O_CC}, {"nvcc", required_argument, 0, O_NVCC},
-        {"gpu-arch", required_argument, 0, O_ARCH}, {"verbose", no_argument, 0, 'v'},
+        {"gpu-arch", required_argument, 0, O_ARCH}, {"no-fuse", no_argument, 0, O_NOFUSE}, {"verbose", no_argument, 0, 'v'},
         {"help", no_argument, 0, 'h'}, {"version", no_argument, 0, O_VERSION}, {0, 0, 0, 0},
     };
     int c;
@@ -150,6 +152,7 @@ static int parse_args(int argc, char **argv, DriverOptions *o)
             break;
         }
         case O_NOREUSE: o->no_reuse = 1; break;
+        case O_NOFUSE: o->no_fuse = 1; break;
         case O_SCHEDULE:
             if (!strcmp(optarg, "plain"))
                 o->schedule = SCHED_PLAIN;
@@ -249,6 +252,10 @@ int main(int argc, char **argv)
     if (diag_count())
         goto done;
     ir_verify(g);
+    if (!o.no_fuse) {
+        PASS(&o, "fuse", pass_fuse(g));
+        ir_verify(g);
+    }
     if (!strcmp(o.emit.precision, "bf16")) {
         PASS(&o, "precision", pass_precision(g));
         ir_verify(g);

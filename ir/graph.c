@@ -135,7 +135,7 @@ void graph_relink(Graph *g)
         g->t[i].nconsumers = 0;
     }
     for (int o = 0; o < g->nops; o++)
-        for (int i = 0; i < g->ops[o].nin; i++)
+        for (int i = 0; i < g->ops[o].nin && !g->ops[o].dead; i++)
             add_consumer(&g->t[g->ops[o].in[i]], o);
 }
 

@@ -125,6 +125,7 @@ typedef struct Op {
     Phase phase;
     int layer;              /* loop iteration that produced it, -1 outside */
     int step;               /* position in the schedule, -1 if unscheduled */
+    int dead;               /* removed by a transformation (fusion): never scheduled */
     Loc loc;
 } Op;
 

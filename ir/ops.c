@@ -306,10 +306,10 @@ double op_flops(const Graph *g, const Op *op)
     double n = op->nout ? (double)g->t[op->out[0]].numel : 0;
     double in0 = op->nin ? (double)T(0)->numel : 0;
     switch (op->kind) {
-    case OP_MATMUL: {
+    case OP_MATMUL: case OP_MATMUL_BIAS: {
         long b, M, N, K;
         op_matmul_geom(g, op, &b, &M, &N, &K);
-        return 2.0 * (double)b * (double)M * (double)N * (double)K;
+        return 2.0 * (double)b * (double)M * (double)N * (double)K + (op->kind == OP_MATMUL_BIAS ? n : 0);
     }
     case OP_ADD: case OP_SCALE: case OP_COPY: case OP_CAUSAL_MASK: case OP_CAUSAL_MASK_BWD:
         return n;

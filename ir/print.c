@@ -109,7 +109,7 @@ double graph_forward_flops(const Graph *g)
 {
     double f = 0;
     for (int i = 0; i < g->nops; i++)
-        if (g->ops[i].phase == PH_FWD)
+        if (g->ops[i].phase == PH_FWD && !g->ops[i].dead)
             f += op_flops(g, &g->ops[i]);
     return f;
 }
@@ -119,6 +119,8 @@ void ir_print_summary(FILE *f, const Graph *g)
     int nfwd = 0, nbwd = 0, nopt = 0;
     double flops = 0, fwd = graph_forward_flops(g);
     for (int i = 0; i < g->nops; i++) {
+        if (g->ops[i].dead)
+            continue;
         nfwd += g->ops[i].phase == PH_FWD;
         nbwd += g->ops[i].phase == PH_BWD;
         nopt += g->ops[i].phase == PH_OPT;
@@ -132,7 +134,7 @@ void ir_print_summary(FILE *f, const Graph *g)
     fprintf(f, "\nparameters: %.0f\n", graph_param_count(g));
     fprintf(f, "parameter_tensors: %d\n", g->nparams);
     fprintf(f, "tensors: %d\n", g->nt);
-    fprintf(f, "ops: %d\n", g->nops);
+    fprintf(f, "ops: %d\n", nfwd + nbwd + nopt);
     fprintf(f, "forward_ops: %d\n", nfwd);
     fprintf(f, "backward_ops: %d\n", nbwd);
     fprintf(f, "optimizer_ops: %d\n", nopt);

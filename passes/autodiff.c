@@ -383,6 +383,7 @@ static void grad_internal(AD *ad, const Op *op, int dy)
 #define RULE_COPY grad_internal
 #define RULE_FILL grad_internal
 #define RULE_ADAMW grad_internal
+#define RULE_MATMUL_BIAS grad_internal
 
 static const GradFn grad_rule[OP_COUNT] = {
 #define OP(E, name, nin, nout, attrs, cls) [OP_##E] = RULE_##E,

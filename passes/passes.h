@@ -10,6 +10,8 @@
  *  - Views (view_of >= 0) own no storage; they live at their root's offset
  *    plus view_offset. Liveness folds a view's uses into its root.
  *  - adamw updates its inputs p, m, v in place (no outputs).
+ *  - Ops marked dead (fused away) are never scheduled; everything that walks
+ *    g->ops rather than the schedule skips them.
  */
 #ifndef GC_PASSES_H
 #define GC_PASSES_H
@@ -23,6 +25,11 @@
  * (optstate region) tensors. Exits with a located error when the graph has
  * no `minimize` statement. */
 void pass_autodiff(Graph *g);
+
+/* ---------------------------------------------------------------- fuse.c */
+/* Fuses a forward matmul with the broadcast add of its bias (matmul_bias);
+ * the add is marked dead. Run after autodiff, before precision. */
+void pass_fuse(Graph *g);
 
 /* ---------------------------------------------------------------- precision.c */
 /* --precision bf16: bf16 activations and activation gradients, fp32 master

@@ -142,14 +142,14 @@ void pass_schedule(Graph *g, ScheduleKind kind)
     int *fb = xmalloc((size_t)g->nops * sizeof(int)), nfb = 0;
     int *opt = xmalloc((size_t)g->nops * sizeof(int)), nopt = 0;
     for (int o = 0; o < g->nops; o++)
-        if (g->ops[o].phase == PH_FWD || g->ops[o].phase == PH_BWD)
+        if (!g->ops[o].dead && (g->ops[o].phase == PH_FWD || g->ops[o].phase == PH_BWD))
             fb[nfb++] = o;
     int *ordered = xmalloc((size_t)(nfb ? nfb : 1) * sizeof(int));
     topo_order(g, fb, nfb, ordered);
     free(fb);
     fb = ordered;
     for (int o = 0; o < g->nops; o++)
-        if (g->ops[o].phase == PH_OPT)
+        if (!g->ops[o].dead && g->ops[o].phase == PH_OPT)
             opt[nopt++] = o;
     if (kind == SCHED_PLAIN) {
         for (int k = 0; k < nfb; k++)

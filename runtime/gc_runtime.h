@@ -39,6 +39,11 @@ extern "C" {
 void gc_matmul(gc_real *c, const gc_real *a, const gc_real *b, long batch,
                long M, long N, long K, int ta, int tb, int acc);
 
+/* gc_matmul, then bias (N elements) added to every row of c: the fusion of a
+ * matmul with the broadcast add of its bias (cuBLASLt's BIAS epilogue). */
+void gc_matmul_bias(gc_real *c, const gc_real *a, const gc_real *b, const gc_real *bias, long batch,
+                    long M, long N, long K, int ta, int tb, int acc);
+
 /* out[c] (+)= sum_r in[r*cols + c]: the gradient of a broadcast add. */
 void gc_reduce_rows(gc_real *out, const gc_real *in, long rows, long cols, int acc);
 

@@ -260,6 +260,19 @@ void gc_matmul(gc_real *c, const gc_real *a, const gc_real *b, long batch, long 
         gemm_split(c + i * sc, a + i * sa, b + i * sb, M, N, K, ta, tb, acc & 1, parts);
 }
 
+/* c = op(a) @ op(b), then bias[0..N) added to each of its batch*M rows: the
+ * same two roundings as a matmul followed by a broadcast add. */
+void gc_matmul_bias(gc_real *c, const gc_real *a, const gc_real *b, const gc_real *bias, long batch,
+                    long M, long N, long K, int ta, int tb, int acc)
+{
+    gc_matmul(c, a, b, batch, M, N, K, ta, tb, acc);
+    long rows = batch * M;
+    #pragma omp parallel for schedule(static) if (rows * N >= PAR_MIN_WORK)
+    for (long r = 0; r < rows; r++)
+        for (long j = 0; j < N; j++)
+            c[r * N + j] += bias[j];
+}
+
 /* ------------------------------------------------------------------ reduce_rows */
 
 /* out[c] (+)= sum_r in[r, c]; in is (rows, cols). Column blocks in parallel,

@@ -143,6 +143,8 @@ void gc_cuda_matmul_cache_clear(void);
 void gc_matmul_bf16(gc_bf16 *c, const gc_bf16 *a, const gc_bf16 *b, long batch, long M, long N, long K, int ta,
                     int tb, int acc);
 /* fp32 output (weight gradients): c (+)= op(a) @ op(b) */
+void gc_matmul_bias_bf16(gc_bf16 *c, const gc_bf16 *a, const gc_bf16 *b, const gc_bf16 *bias, long batch, long M,
+                         long N, long K, int ta, int tb, int acc);
 void gc_matmul_bf16_f32(float *c, const gc_bf16 *a, const gc_bf16 *b, long batch, long M, long N, long K, int ta,
                         int tb, int acc);
 void gc_reduce_rows_bf16(float *out, const gc_bf16 *in, long rows, long cols, int acc);

@@ -196,7 +196,7 @@ static uint32_t align_of(const void *p)
  * Descriptors and the heuristic's algorithm are cached per shape. */
 typedef struct {
     long batch, M, N, K;
-    int ta, tb, tf32;
+    int ta, tb, tf32, bias;   /* bias: the BIAS epilogue (a vector of N added to every row) */
     cudaDataType_t tab, tc;   /* element types of a and b, of c */
     uint32_t align[3];
     size_t ws;
@@ -246,6 +246,10 @@ static void plan_build(MatmulPlan *p)
     int32_t opa = p->tb ? CUBLAS_OP_T : CUBLAS_OP_N, opb = p->ta ? CUBLAS_OP_T : CUBLAS_OP_N;
     GC_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_TRANSA, &opa, sizeof opa));
     GC_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_TRANSB, &opb, sizeof opb));
+    if (p->bias) {
+        int32_t epi = CUBLASLT_EPILOGUE_BIAS;
+        GC_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi, sizeof epi));
+    }
     p->la = p->tb ? make_layout(p->tab, p->K, p->N, p->K, p->batch, p->N * p->K)
                   : make_layout(p->tab, p->N, p->K, p->N, p->batch, p->N * p->K);
     p->lb = p->ta ? make_layout(p->tab, p->M, p->K, p->M, p->batch, p->M * p->K)
@@ -279,7 +283,8 @@ static MatmulPlan *plan_get(const MatmulPlan *key)
     for (int i = 0; i < mm_count; i++) {
         MatmulPlan *p = &mm_cache[i];
         if (p->batch == key->batch && p->M == key->M && p->N == key->N && p->K == key->K && p->ta == key->ta &&
-            p->tb == key->tb && p->tf32 == key->tf32 && p->tab == key->tab && p->tc == key->tc && p->ws == key->ws &&
+            p->tb == key->tb && p->tf32 == key->tf32 && p->bias == key->bias && p->tab == key->tab &&
+            p->tc == key->tc && p->ws == key->ws &&
             p->align[0] == key->align[0] &&
             p->align[1] == key->align[1] && p->align[2] == key->align[2])
             return p;
@@ -301,7 +306,7 @@ template <class T> static void fill(T *x, long n, float value);
 
 /* c (B, M, N) (+)= op(a) (B, M, K) @ op(b) (B, K, N); a and b of type tab, c of tc */
 static void matmul(void *c, cudaDataType_t tc, const void *a, const void *b, cudaDataType_t tab, long batch, long M,
-                   long N, long K, int ta, int tb, int acc)
+                   long N, long K, int ta, int tb, int acc, const void *bias = NULL)
 {
     if (batch <= 0 || M <= 0 || N <= 0)
         return;
@@ -331,7 +336,10 @@ static void matmul(void *c, cudaDataType_t tc, const void *a, const void *b, cud
     key.align[0] = align_of(a);
     key.align[1] = align_of(b);
     key.align[2] = align_of(c);
+    key.bias = bias != NULL;
     MatmulPlan *p = plan_get(&key);
+    if (bias)   /* the pointer changes from call to call; the cached plan does not */
+        GC_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof bias));
     const float alpha = 1.0f, beta = (acc & 1) ? 1.0f : 0.0f;
     GC_CUBLAS_CHECK(cublasLtMatmul(gc_cublaslt, p->desc, &alpha, b, p->la, a, p->lb, &beta, c, p->lc, c, p->lc,
                                    &p->algo, gc_ws, gc_ws_bytes, gc_stream));
@@ -341,6 +349,18 @@ void gc_matmul(gc_real *c, const gc_real *a, const gc_real *b, long batch, long 
                int acc)
 {
     matmul(c, CUDA_R_32F, a, b, CUDA_R_32F, batch, M, N, K, ta, tb, acc);
+}
+
+void gc_matmul_bias(gc_real *c, const gc_real *a, const gc_real *b, const gc_real *bias, long batch, long M, long N,
+                    long K, int ta, int tb, int acc)
+{
+    matmul(c, CUDA_R_32F, a, b, CUDA_R_32F, batch, M, N, K, ta, tb, acc, bias);
+}
+
+void gc_matmul_bias_bf16(gc_bf16 *c, const gc_bf16 *a, const gc_bf16 *b, const gc_bf16 *bias, long batch, long M,
+                         long N, long K, int ta, int tb, int acc)
+{
+    matmul(c, CUDA_R_16BF, a, b, CUDA_R_16BF, batch, M, N, K, ta, tb, acc, bias);
 }
 
 void gc_matmul_bf16(gc_bf16 *c, const gc_bf16 *a, const gc_bf16 *b, long batch, long M, long N, long K, int ta,

@@ -2,6 +2,7 @@
  * runtime/kernels_cpu.c into the same program as the CUDA kernels: the CPU
  * kernels become cpu_<name>, the reference the CUDA ones are compared with. */
 #define gc_matmul cpu_matmul
+#define gc_matmul_bias cpu_matmul_bias
 #define gc_reduce_rows cpu_reduce_rows
 #define gc_embedding_fwd cpu_embedding_fwd
 #define gc_embedding_bwd cpu_embedding_bwd

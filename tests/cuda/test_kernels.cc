@@ -32,6 +32,7 @@
 /* The CPU reference: the same signatures, other names. */
 extern "C" {
 decltype(gc_matmul) cpu_matmul;
+decltype(gc_matmul_bias) cpu_matmul_bias;
 decltype(gc_reduce_rows) cpu_reduce_rows;
 decltype(gc_embedding_fwd) cpu_embedding_fwd;
 decltype(gc_embedding_bwd) cpu_embedding_bwd;
@@ -230,6 +231,20 @@ static void test_matmul()
     });
     close("matmul tf32", got, want, 1e-2f);
     gc_cuda_set_tf32(0);
+    /* the BIAS epilogue (fusion of matmul + bias add), fp32 and bf16 */
+    struct { long M, N, K; int ta, tb; } bs[] = {{1, 1, 1, 0, 0}, {33, 17, 65, 0, 1}, {64, 48, 32, 1, 0}, {5, 40, 7, 1, 1}};
+    for (auto s : bs) {
+        Vec ma = rand_vec(s.M * s.K), mb = rand_vec(s.K * s.N), bias = rand_vec(s.N), mwant(s.M * s.N);
+        cpu_matmul_bias(mwant.data(), ma.data(), mb.data(), bias.data(), 1, s.M, s.N, s.K, s.ta, s.tb, 0);
+        NAME("matmul_bias M%ld N%ld K%ld ta%d tb%d", s.M, s.N, s.K, s.ta, s.tb);
+        Vec mgot = run_gpu(name, [&] {
+            Dev d;
+            float *dc = d.up(nan_vec(s.M * s.N));
+            gc_matmul_bias(dc, d.up(ma), d.up(mb), d.up(bias), 1, s.M, s.N, s.K, s.ta, s.tb, 0);
+            return down(dc, (size_t)(s.M * s.N));
+        });
+        close(name, mgot, mwant);
+    }
 }
 
 /* ---------------------------------------------------------------- reduce_rows */

@@ -36,6 +36,8 @@ typedef enum {
 typedef enum {
     CUBLASLT_MATMUL_DESC_TRANSA = 3,
     CUBLASLT_MATMUL_DESC_TRANSB = 4,
+    CUBLASLT_MATMUL_DESC_EPILOGUE = 7,
+    CUBLASLT_MATMUL_DESC_BIAS_POINTER = 8,
 } cublasLtMatmulDescAttributes_t;
 
 typedef enum {
@@ -52,7 +54,10 @@ typedef enum {
 } cublasLtMatmulPreferenceAttributes_t;
 
 struct gcemu_lt_handle { int dummy; };
-struct gcemu_lt_desc { cublasComputeType_t compute; cudaDataType_t scale; int32_t opa, opb; };
+/* the one epilogue the runtime uses: D = alpha op(A) op(B) + beta C + bias (per row of D) */
+typedef enum { CUBLASLT_EPILOGUE_DEFAULT = 1, CUBLASLT_EPILOGUE_BIAS = 4 } cublasLtEpilogue_t;
+struct gcemu_lt_desc { cublasComputeType_t compute; cudaDataType_t scale; int32_t opa, opb; int32_t epilogue;
+                       const void *bias; };
 struct gcemu_lt_layout { cudaDataType_t type; uint64_t rows, cols; int64_t ld; int32_t batch; int64_t stride; };
 struct gcemu_lt_pref { uint64_t max_ws; uint32_t align[4]; };
 
@@ -86,15 +91,24 @@ inline cublasStatus_t cublasLtDestroy(cublasLtHandle_t h) { delete h; return CUB
 
 inline cublasStatus_t cublasLtMatmulDescCreate(cublasLtMatmulDesc_t *d, cublasComputeType_t c, cudaDataType_t s)
 {
-    *d = new gcemu_lt_desc{c, s, CUBLAS_OP_N, CUBLAS_OP_N};
+    *d = new gcemu_lt_desc{c, s, CUBLAS_OP_N, CUBLAS_OP_N, CUBLASLT_EPILOGUE_DEFAULT, nullptr};
     return CUBLAS_STATUS_SUCCESS;
 }
 inline cublasStatus_t cublasLtMatmulDescDestroy(cublasLtMatmulDesc_t d) { delete d; return CUBLAS_STATUS_SUCCESS; }
 inline cublasStatus_t cublasLtMatmulDescSetAttribute(cublasLtMatmulDesc_t d, cublasLtMatmulDescAttributes_t a,
                                                      const void *buf, size_t n)
 {
+    if (a == CUBLASLT_MATMUL_DESC_BIAS_POINTER && n == sizeof(void *)) {
+        memcpy(&d->bias, buf, sizeof(void *));
+        return CUBLAS_STATUS_SUCCESS;
+    }
     if (n != sizeof(int32_t))
         return CUBLAS_STATUS_INVALID_VALUE;
+    if (a == CUBLASLT_MATMUL_DESC_EPILOGUE) {
+        memcpy(&d->epilogue, buf, 4);
+        return d->epilogue == CUBLASLT_EPILOGUE_DEFAULT || d->epilogue == CUBLASLT_EPILOGUE_BIAS
+                   ? CUBLAS_STATUS_SUCCESS : CUBLAS_STATUS_NOT_SUPPORTED;
+    }
     if (a == CUBLASLT_MATMUL_DESC_TRANSA)
         memcpy(&d->opa, buf, 4);
     else if (a == CUBLASLT_MATMUL_DESC_TRANSB)
@@ -248,6 +262,14 @@ inline cublasStatus_t cublasLtMatmul(cublasLtHandle_t h, cublasLtMatmulDesc_t d,
         cblas_sgemm(CblasColMajor, d->opa == CUBLAS_OP_N ? CblasNoTrans : CblasTrans,
                     d->opb == CUBLAS_OP_N ? CblasNoTrans : CblasTrans, (int)m, (int)n, (int)k, a, pa,
                     (int)A->ld, pb, (int)B->ld, b, pd, (int)D->ld);
+        if (d->epilogue == CUBLASLT_EPILOGUE_BIAS) {   /* bias: m elements of D's type */
+            if (!d->bias)
+                return CUBLAS_STATUS_INVALID_VALUE;
+            for (uint64_t j = 0; j < n; j++)
+                for (uint64_t i = 0; i < m; i++)
+                    pd[j * D->ld + i] += D->type == CUDA_R_16BF ? __bfloat162float(((const __nv_bfloat16 *)d->bias)[i])
+                                                                : ((const float *)d->bias)[i];
+        }
     }
     if (D->type == CUDA_R_16BF)   /* only the matrix elements, not the gaps between columns */
         for (int32_t bi = 0; bi < D->batch; bi++)

@@ -1,0 +1,49 @@
+/* fuse.c — operator fusion. One rule so far: a forward matmul whose only
+ * consumer is the broadcast add of a bias vector becomes one matmul_bias op
+ * (cuBLASLt's BIAS epilogue on the GPU), and the matmul's own output, which
+ * nothing else reads, disappears from the plan. The add is marked dead.
+ * Run after autodiff (backward rules see primitive ops only), before
+ * precision and schedule. */
+#include "passes.h"
+
+/* op o (an add) fuses with the matmul producing its first input */
+static int fusible(const Graph *g, const Op *add, int *mm)
+{
+    if (add->kind != OP_ADD || add->phase != PH_FWD || add->acc || add->dead)
+        return 0;
+    const Tensor *x = &g->t[add->in[0]], *bias = &g->t[add->in[1]], *y = &g->t[add->out[0]];
+    if (x->producer < 0 || x->view_of >= 0 || x->nconsumers != 1 || x->id == g->loss)
+        return 0;
+    const Op *m = &g->ops[x->producer];
+    if (m->kind != OP_MATMUL || m->phase != PH_FWD || m->acc || m->dead)
+        return 0;
+    long b, M, N, K;
+    op_matmul_geom(g, m, &b, &M, &N, &K);
+    /* the bias: one vector of N, added to every row of one (unbatched) product */
+    if (bias->rank != 1 || bias->numel != N || b != 1 || y->numel != x->numel)
+        return 0;
+    for (int t = 0; t < g->nt; t++)      /* nothing views the product (its storage goes away) */
+        if (g->t[t].view_of == x->id)
+            return 0;
+    *mm = m->id;
+    return 1;
+}
+
+void pass_fuse(Graph *g)
+{
+    int nops = g->nops;
+    for (int o = 0; o < nops; o++) {
+        int mm;
+        if (!fusible(g, &g->ops[o], &mm))
+            continue;
+        Op *add = &g->ops[o], *m = &g->ops[mm];
+        m->kind = OP_MATMUL_BIAS;
+        m->in[2] = add->in[1];
+        m->nin = 3;
+        g->t[m->out[0]].producer = -1;      /* the product: no longer made, never read */
+        m->out[0] = add->out[0];
+        g->t[add->out[0]].producer = mm;
+        add->dead = 1;
+    }
+    graph_relink(g);
+}
