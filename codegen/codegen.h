@@ -28,6 +28,9 @@ int emit_plan_json(FILE *f, const Graph *g, const EmitOptions *opt);
 
 /* ---------------------------------------------------------------- plan_text.c */
 void emit_plan_text(FILE *f, const Graph *g, const EmitOptions *opt);
+/* The step with the most live arena bytes (an in-place parent hands its
+ * storage to its child), -1 when none; *peak_bytes (may be NULL) gets them. */
+int plan_arena_peak(const Graph *g, size_t *peak_bytes);
 
 /* ---------------------------------------------------------------- plan_svg.c */
 void emit_plan_svg(FILE *f, const Graph *g, const EmitOptions *opt);

@@ -18,7 +18,6 @@ static const char *const phase_color[] = {"#4e79a7", "#f28e2b", "#e15759", "#59a
                                           "#b07aa1"};
 static const char *const region_color[] = {"#e15759", "#76b7b2", "#edc948", "#4e79a7"};
 
-static size_t rounded(size_t n) { return (n + ALIGN - 1) / ALIGN * ALIGN; }
 
 static const char *human(double v, char *buf, size_t len)
 {
@@ -42,31 +41,6 @@ static void xml_text(FILE *f, const char *s)
         }
 }
 
-/* Step with the most live arena bytes (in-place handover counted once). */
-static int arena_peak(const Graph *g, const char *handed)
-{
-    long long *d = calloc((size_t)g->nsched + 1, sizeof *d);
-    if (!d)
-        IR_BUG("out of memory");
-    for (int i = 0; i < g->nt; i++) {
-        const Tensor *t = &g->t[i];
-        int end = t->last - handed[i];
-        if (t->view_of >= 0 || t->region != RG_ARENA || t->first < 0 || end < t->first ||
-            end >= g->nsched)
-            continue;
-        d[t->first] += (long long)rounded(t->bytes);
-        d[end + 1] -= (long long)rounded(t->bytes);
-    }
-    long long run = 0, best = -1;
-    int at = -1;
-    for (int s = 0; s < g->nsched; s++) {
-        run += d[s];
-        if (run > best)
-            best = run, at = s;
-    }
-    free(d);
-    return at;
-}
 
 /* A "nice" tick step (1, 2 or 5 times a power of ten or of 1024) near span/n. */
 static double tick(double span, int n, int bytes)
@@ -253,7 +227,7 @@ void emit_plan_svg(FILE *f, const Graph *g, const EmitOptions *opt)
     phases(f, g);
     tensors(f, g, handed, ymax);
     axes(f, g, ymax);
-    marks(f, g, arena_peak(g, handed), ymax);
+    marks(f, g, plan_arena_peak(g, NULL), ymax);
     region_bar(f, g);
     legend(f);
     fprintf(f, "</svg>\n");

@@ -26,7 +26,7 @@ static const char *human(size_t n, char *buf, size_t len)
 /* Live arena bytes at each step (rounded sizes; an in-place parent hands its
  * storage to its child at the child's first step, so it counts until the
  * step before). Returns the step with the most, -1 when there are none. */
-static int arena_peak(const Graph *g, size_t *peak_bytes)
+int plan_arena_peak(const Graph *g, size_t *peak_bytes)
 {
     char *handed = calloc((size_t)g->nt + 1, 1);
     long long *d = calloc((size_t)g->nsched + 1, sizeof *d);
@@ -54,7 +54,8 @@ static int arena_peak(const Graph *g, size_t *peak_bytes)
     }
     free(d);
     free(handed);
-    *peak_bytes = best > 0 ? (size_t)best : 0;
+    if (peak_bytes)
+        *peak_bytes = best > 0 ? (size_t)best : 0;
     return at;
 }
 
@@ -112,7 +113,7 @@ static void peak(FILE *f, const Graph *g)
 {
     char h[32];
     size_t bytes;
-    int s = arena_peak(g, &bytes);
+    int s = plan_arena_peak(g, &bytes);
     if (s < 0) {
         fprintf(f, "peak arena step: none (empty schedule)\n");
         return;
