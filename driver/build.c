@@ -113,6 +113,8 @@ static int build_cuda(const char *src, const char *exe, const DriverOptions *o)
 int driver_build(const Graph *g, const DriverOptions *o)
 {
     int cuda = !strcmp(o->emit.target, "cuda");
+    if (driver_check_trainer(g))
+        return 1;
     const char *out = o->output ? o->output : "train";
     const char *tmpdir = getenv("TMPDIR");
     char *dir = xasprintf("%s/gcompile.XXXXXX", tmpdir && *tmpdir ? tmpdir : "/tmp");

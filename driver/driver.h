@@ -33,6 +33,9 @@ int atomic_commit(FILE *f, char *tmp, const char *path);
 int driver_emit(const Graph *g, const DriverOptions *o);
 /* 1 (after a message) when the plan exceeds --mem. */
 int driver_check_budget(const Graph *g, const DriverOptions *o);
+/* 1 (after located errors) when the graph lacks what the emitted trainer
+ * feeds it: dims B and T, inputs tokens and targets, i32[B, T]. */
+int driver_check_trainer(const Graph *g);
 /* "1.50 GiB" */
 const char *human_bytes(char *buf, size_t n, double bytes);
 

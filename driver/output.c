@@ -77,6 +77,37 @@ int driver_check_budget(const Graph *g, const DriverOptions *o)
     return 1;
 }
 
+/* The emitted trainer feeds two inputs: tokens and targets, i32 [B, T]. */
+int driver_check_trainer(const Graph *g)
+{
+    long B = graph_dim(g, "B"), T = graph_dim(g, "T");
+    static const char *const names[] = {"tokens", "targets"};
+    int bad = 0;
+    if (B < 0 || T < 0) {
+        diag_error((Loc){g->file, 1, 1}, "a training program needs dims B (batch) and T (sequence length)");
+        return 1;
+    }
+    for (int k = 0; k < 2; k++) {
+        int found = -1;
+        for (int i = 0; i < g->ninputs; i++)
+            if (!strcmp(g->t[g->inputs[i]].name, names[k]))
+                found = g->inputs[i];
+        if (found < 0) {
+            diag_error((Loc){g->file, 1, 1},
+                       "a training program feeds inputs named 'tokens' and 'targets' (i32[B, T]); "
+                       "this graph has no input '%s'", names[k]);
+            bad = 1;
+            continue;
+        }
+        const Tensor *t = &g->t[found];
+        if (t->dtype != DT_I32 || t->rank != 2 || t->shape[0] != B || t->shape[1] != T) {
+            diag_error(t->loc, "input '%s' must be i32[B, T] = i32[%ld, %ld] for the training program", names[k], B, T);
+            bad = 1;
+        }
+    }
+    return bad;
+}
+
 /* writes the artifact named by o->emit_kind to f */
 static int write_artifact(FILE *f, const Graph *g, const DriverOptions *o)
 {
@@ -86,6 +117,8 @@ static int write_artifact(FILE *f, const Graph *g, const DriverOptions *o)
         ir_print(f, g);
     else if (!strcmp(k, "summary"))
         ir_print_summary(f, g);
+    else if ((!strcmp(k, "c") || !strcmp(k, "cuda")) && driver_check_trainer(g))
+        return -2;
     else if (!strcmp(k, "c")) {
         e.target = "cpu";
         emit_c(f, g, &e);
@@ -107,6 +140,8 @@ int driver_emit(const Graph *g, const DriverOptions *o)
 {
     if (!o->output || !strcmp(o->output, "-")) {
         int rc = write_artifact(stdout, g, o);
+        if (rc == -2)
+            return 1;
         if (fflush(stdout) != 0 || ferror(stdout) || rc) {
             fprintf(stderr, "gcompile: error: writing to standard output failed\n");
             return 1;
@@ -117,11 +152,13 @@ int driver_emit(const Graph *g, const DriverOptions *o)
     FILE *f = atomic_open(o->output, &tmp);
     if (!f)
         return 1;
-    if (write_artifact(f, g, o) != 0) {
+    int rc = write_artifact(f, g, o);
+    if (rc != 0) {
         fclose(f);
         unlink(tmp);
         free(tmp);
-        fprintf(stderr, "gcompile: error: cannot write '%s'\n", o->output);
+        if (rc != -2)
+            fprintf(stderr, "gcompile: error: cannot write '%s'\n", o->output);
         return 1;
     }
     return atomic_commit(f, tmp, o->output) ? 1 : 0;
