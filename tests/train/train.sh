@@ -91,6 +91,13 @@ badfiles)  # bad checkpoints and shards: one-line error naming the file, exit 1
     expect_error "junk.bin" --data junk.bin
     expect_error "missing.bin" --data missing.bin
     ;;
+rules)     # small graphs that exercise single backward rules, through --gradcheck
+    for g in "$(dirname "$graph")"/../tests/train/graphs/*.graph; do
+        "$gc" "$g" --target cpu --schedule plain -o t_rules || fail "gcompile $g"
+        ./t_rules --threads 2 --gradcheck 32 >out.txt 2>&1 || { cat out.txt; fail "gradcheck $g"; }
+        tail -1 out.txt
+    done
+    ;;
 *) fail "unknown check $check" ;;
 esac
 echo "ok: $check"
