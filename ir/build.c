@@ -12,7 +12,7 @@
 #include "frontend.h"
 #include "ir.h"
 
-#define MAX_FWD_OPS 200000       /* a graph larger than this is refused */
+#define MAX_FWD_OPS 60000        /* a graph larger than this is refused */
 #define MAX_DIM (1L << 40)
 #define MAX_NUMEL (1L << 46)
 

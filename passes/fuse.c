@@ -6,8 +6,9 @@
  * precision and schedule. */
 #include "passes.h"
 
-/* op o (an add) fuses with the matmul producing its first input */
-static int fusible(const Graph *g, const Op *add, int *mm)
+/* op o (an add) fuses with the matmul producing its first input; viewed[t]:
+ * some tensor is a view of t */
+static int fusible(const Graph *g, const char *viewed, const Op *add, int *mm)
 {
     if (add->kind != OP_ADD || add->phase != PH_FWD || add->acc || add->dead)
         return 0;
@@ -22,9 +23,8 @@ static int fusible(const Graph *g, const Op *add, int *mm)
     /* the bias: one vector of N, added to every row of one (unbatched) product */
     if (bias->rank != 1 || bias->numel != N || b != 1 || y->numel != x->numel)
         return 0;
-    for (int t = 0; t < g->nt; t++)      /* nothing views the product (its storage goes away) */
-        if (g->t[t].view_of == x->id)
-            return 0;
+    if (viewed[x->id])                    /* nothing views the product (its storage goes away) */
+        return 0;
     *mm = m->id;
     return 1;
 }
@@ -32,9 +32,13 @@ static int fusible(const Graph *g, const Op *add, int *mm)
 void pass_fuse(Graph *g)
 {
     int nops = g->nops;
+    char *viewed = xcalloc((size_t)g->nt, 1);
+    for (int t = 0; t < g->nt; t++)
+        if (g->t[t].view_of >= 0)
+            viewed[g->t[t].view_of] = 1;
     for (int o = 0; o < nops; o++) {
         int mm;
-        if (!fusible(g, &g->ops[o], &mm))
+        if (!fusible(g, viewed, &g->ops[o], &mm))
             continue;
         Op *add = &g->ops[o], *m = &g->ops[mm];
         m->kind = OP_MATMUL_BIAS;
@@ -45,5 +49,6 @@ void pass_fuse(Graph *g)
         g->t[add->out[0]].producer = mm;
         add->dead = 1;
     }
+    free(viewed);
     graph_relink(g);
 }

@@ -10,31 +10,48 @@
  */
 #include "passes.h"
 
-/* 1 when tensors a and b share storage bytes */
-static int overlaps(const Graph *g, int a, int b)
-{
-    size_t oa, ob;
-    if (graph_root(g, a, &oa) != graph_root(g, b, &ob))
-        return 0;
-    return oa < ob + g->t[b].bytes && ob < oa + g->t[a].bytes;
-}
-
 /* last[k]: position in order[0..n) of the last op that touches the bytes of
- * the parameter or the gradient that update opt[k] reads; -1 if none */
+ * the parameter or the gradient that update opt[k] reads; -1 if none.
+ * Accesses are listed per storage root, so each update scans only its own
+ * roots' accesses (from the end). */
+typedef struct Access { int pos; size_t lo, hi; } Access;
+
 static void last_touch(const Graph *g, const int *order, int n, const int *opt, int nopt, int *last)
 {
+    Access **acc = xcalloc((size_t)g->nt, sizeof *acc);
+    int *nacc = xcalloc((size_t)g->nt, sizeof(int)), *cap = xcalloc((size_t)g->nt, sizeof(int));
+    for (int j = 0; j < n; j++) {
+        const Op *op = &g->ops[order[j]];
+        for (int i = 0; i < op->nin + op->nout; i++) {
+            int t = i < op->nin ? op->in[i] : op->out[i - op->nin];
+            size_t off;
+            int r = graph_root(g, t, &off);
+            if (nacc[r] == cap[r]) {
+                cap[r] = cap[r] ? 2 * cap[r] : 8;
+                acc[r] = xrealloc(acc[r], (size_t)cap[r] * sizeof(Access));
+            }
+            acc[r][nacc[r]++] = (Access){j, off, off + g->t[t].bytes};
+        }
+    }
     for (int k = 0; k < nopt; k++) {
         const Op *u = &g->ops[opt[k]];
         last[k] = -1;
-        for (int j = n - 1; j >= 0 && last[k] < 0; j--) {
-            const Op *op = &g->ops[order[j]];
-            for (int i = 0; i < op->nin + op->nout && last[k] < 0; i++) {
-                int t = i < op->nin ? op->in[i] : op->out[i - op->nin];
-                if (overlaps(g, t, u->in[0]) || overlaps(g, t, u->in[1]))
-                    last[k] = j;
-            }
+        for (int w = 0; w < 2; w++) {        /* the parameter (slice), the gradient */
+            size_t off;
+            int r = graph_root(g, u->in[w], &off);
+            size_t lo = off, hi = off + g->t[u->in[w]].bytes;
+            for (int e = nacc[r] - 1; e >= 0 && acc[r][e].pos > last[k]; e--)
+                if (acc[r][e].lo < hi && lo < acc[r][e].hi) {
+                    last[k] = acc[r][e].pos;
+                    break;
+                }
         }
     }
+    for (int t = 0; t < g->nt; t++)
+        free(acc[t]);
+    free(acc);
+    free(nacc);
+    free(cap);
 }
 
 /* appends dependency edge a -> b (op ids) */
@@ -164,12 +181,21 @@ void pass_schedule(Graph *g, ScheduleKind kind)
         for (int k = 0; k < nopt; k++)
             if (last[k] < 0)
                 g->sched[g->nsched++] = opt[k];
+        int *first_at = xmalloc((size_t)(nfb + 1) * sizeof(int)), *next = xmalloc((size_t)(nopt + 1) * sizeof(int));
+        for (int j = 0; j < nfb; j++)
+            first_at[j] = -1;
+        for (int k = nopt - 1; k >= 0; k--)    /* lists in creation order */
+            if (last[k] >= 0) {
+                next[k] = first_at[last[k]];
+                first_at[last[k]] = k;
+            }
         for (int j = 0; j < nfb; j++) {
             g->sched[g->nsched++] = fb[j];
-            for (int k = 0; k < nopt; k++)      /* updates placed after fb[j], in creation order */
-                if (last[k] == j)
-                    g->sched[g->nsched++] = opt[k];
+            for (int k = first_at[j]; k >= 0; k = next[k])   /* updates placed after fb[j] */
+                g->sched[g->nsched++] = opt[k];
         }
+        free(first_at);
+        free(next);
         free(last);
         g->schedule_name = "fused-opt";
         for (int t = 0; t < g->nt; t++)          /* gradients (and their views) */

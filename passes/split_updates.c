@@ -88,7 +88,6 @@ static void split_param(Graph *g, int p, int adamw)
             g->ops[id].attr[0] = proto.attr[0];
         }
     }
-    graph_relink(g);
     free(views);
 }
 
@@ -98,4 +97,5 @@ void pass_split_updates(Graph *g)
     for (int o = 0; o < nops; o++)
         if (g->ops[o].kind == OP_ADAMW)
             split_param(g, g->ops[o].in[0], o);
+    graph_relink(g);
 }
