@@ -200,8 +200,11 @@ static int parse_args(int argc, char **argv, DriverOptions *o)
         return 1;
     }
     o->input = argv[optind];
-    if (!strcmp(o->emit.precision, "bf16") && strcmp(o->emit.target, "cuda") != 0 &&
-        !(o->emit_kind && strcmp(o->emit_kind, "c") != 0)) {
+    if (o->emit_kind && !strcmp(o->emit_kind, "c"))      /* the source kinds imply their target */
+        o->emit.target = "cpu";
+    if (o->emit_kind && !strcmp(o->emit_kind, "cuda"))
+        o->emit.target = "cuda";
+    if (!strcmp(o->emit.precision, "bf16") && strcmp(o->emit.target, "cuda") != 0) {
         fprintf(stderr, "gcompile: error: --precision bf16 needs --target cuda (the CPU target is fp32)\n");
         return 1;
     }
@@ -265,8 +268,7 @@ int main(int argc, char **argv)
         ir_verify(g);
     }
     PASS(&o, "schedule", pass_schedule(g, o.schedule));
-    int cuda = !strcmp(o.emit.target, "cuda") || (o.emit_kind && !strcmp(o.emit_kind, "cuda"));
-    if (cuda)
+    if (!strcmp(o.emit.target, "cuda"))
         pass_workspace(g, (size_t)32 << 20);   /* cuBLASLt + reductions (gc_cuda.h) */
     ir_verify(g);
     PASS(&o, "liveness", fill_liveness(g));

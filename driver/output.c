@@ -119,13 +119,10 @@ static int write_artifact(FILE *f, const Graph *g, const DriverOptions *o)
         ir_print_summary(f, g);
     else if ((!strcmp(k, "c") || !strcmp(k, "cuda")) && driver_check_trainer(g))
         return -2;
-    else if (!strcmp(k, "c")) {
-        e.target = "cpu";
+    else if (!strcmp(k, "c"))
         emit_c(f, g, &e);
-    } else if (!strcmp(k, "cuda")) {
-        e.target = "cuda";
-        emit_cuda(f, g, &e);
-    } else if (!strcmp(k, "plan"))
+    else if (!strcmp(k, "cuda"))
+        emit_cuda(f, g, &e); else if (!strcmp(k, "plan"))
         return emit_plan_json(f, g, &e);
     else if (!strcmp(k, "plan-text"))
         emit_plan_text(f, g, &e);
