@@ -14,14 +14,14 @@ if command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L >/dev/null 2>&1 && com
 else
     target="--target cpu"
     config="--config tiny"
-    steps=200
+    steps=600
 fi
 echo "== gcompile models/gpt2.graph $config $target -o train"
 # shellcheck disable=SC2086
 if ! build/gcompile models/gpt2.graph $config $target -o train; then
     echo "quickstart: the $target build failed; falling back to the CPU target" >&2
     build/gcompile models/gpt2.graph --config tiny --target cpu -o train
-    steps=200
+    steps=600
 fi
 build/gcompile models/gpt2.graph $config --emit plan-text | head -20
 echo "== ./train --steps $steps --lr 1e-3 --sample 200"
