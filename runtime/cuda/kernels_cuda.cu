@@ -163,6 +163,15 @@ static __device__ MaxSum block_maxsum(MaxSum v)
     return warp_maxsum(r);
 }
 
+/* max and sum of exp(x - max) over x[0..n), the whole block cooperating */
+template <class T> static __device__ MaxSum block_row_maxsum(const T *x, long n)
+{
+    MaxSum ms = {-INFINITY, 0.0f};
+    for (long c = threadIdx.x; c < n; c += blockDim.x)
+        ms = ms_add(ms, to_f(x[c]));
+    return block_maxsum(ms);
+}
+
 static unsigned ceil_div(long a, long b) { return (unsigned)((a + b - 1) / b); }
 
 /* Grid size for n items of `per` each; an error above CUDA's limit. */
@@ -1030,10 +1039,7 @@ __global__ void crossentropy_fwd_kernel(const T *logits, const int32_t *targets,
     float total = 0.0f;
     for (long r = blockIdx.x; r < n; r += gridDim.x) {
         const T *x = logits + r * Vp;
-        MaxSum ms = {-INFINITY, 0.0f};
-        for (long c = threadIdx.x; c < V; c += blockDim.x)
-            ms = ms_add(ms, to_f(x[c]));
-        ms = block_maxsum(ms);
+        MaxSum ms = block_row_maxsum(x, V);
         int32_t t = targets[r];
         if (t < 0 || t >= V) {
             if (threadIdx.x == 0)
@@ -1087,10 +1093,7 @@ __global__ void crossentropy_bwd_kernel(T *dlogits, const float *dloss, const T 
 {
     long r = blockIdx.x;
     const T *x = logits + r * Vp;
-    MaxSum ms = {-INFINITY, 0.0f};
-    for (long c = threadIdx.x; c < V; c += blockDim.x)
-        ms = ms_add(ms, to_f(x[c]));
-    ms = block_maxsum(ms);
+    MaxSum ms = block_row_maxsum(x, V);
     int32_t t = targets[r];
     if (t < 0 || t >= V) {
         if (threadIdx.x == 0)
