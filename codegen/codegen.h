@@ -62,8 +62,6 @@ void emit_each_ew(FILE *f, const Graph *g, void (*define)(FILE *, const Graph *,
 /* The body of run(ctx, phases): every scheduled op's call, in order, grouped
  * into `if (phases & GC_PHASE_…)` blocks (NaN poisoning with opt->poison). */
 void emit_step_body(FILE *f, const Graph *g, const EmitOptions *opt);
-/* NaN-poison calls for the roots whose lifetime ends at `step`. */
-void emit_poison(FILE *f, const Graph *g, int step, const char *indent);
 
 /* ---------------------------------------------------------------- emit_c.c */
 void emit_c(FILE *f, const Graph *g, const EmitOptions *opt);

@@ -184,20 +184,26 @@ void emit_kernel_call(FILE *f, const Graph *g, const Op *op)
     }
 }
 
-void emit_poison(FILE *f, const Graph *g, int step, const char *indent)
+/* poison_at[s]: the first arena root whose storage dies at step s, chained
+ * through next[]; a root with an in-place child hands its storage on and is
+ * not poisoned, nor is the loss (the host reads it after the step). */
+static void poison_lists(const Graph *g, int *poison_at, int *next)
 {
-    for (int t = 0; t < g->nt; t++) {
+    char *handed = xcalloc((size_t)g->nt, 1);
+    for (int t = 0; t < g->nt; t++)
+        if (g->t[t].inplace_of >= 0)
+            handed[g->t[t].inplace_of] = 1;
+    for (int s = 0; s < g->nsched; s++)
+        poison_at[s] = -1;
+    for (int t = g->nt - 1; t >= 0; t--) {
         const Tensor *x = &g->t[t];
-        if (x->last != step || x->view_of >= 0 || x->region != RG_ARENA || t == g->loss)
+        if (x->last < 0 || x->last >= g->nsched || x->view_of >= 0 || x->region != RG_ARENA || t == g->loss ||
+            handed[t])
             continue;
-        int continued = 0;      /* an in-place child keeps the storage alive */
-        for (int c = 0; c < g->nt && !continued; c++)
-            continued = g->t[c].inplace_of == t;
-        if (continued)
-            continue;
-        fprintf(f, "%sgc_poison(ctx->region[%d] + %zu, %zu); /* %s */\n", indent, (int)x->region, x->offset,
-                x->bytes, x->name);
+        next[t] = poison_at[x->last];
+        poison_at[x->last] = t;
     }
+    free(handed);
 }
 
 static int input_named(const Graph *g, const char *name)
@@ -310,6 +316,9 @@ static const char *phase_flag(Phase p)
 
 void emit_step_body(FILE *f, const Graph *g, const EmitOptions *opt)
 {
+    int *poison_at = xmalloc((size_t)(g->nsched + 1) * sizeof(int)), *next = xmalloc((size_t)(g->nt + 1) * sizeof(int));
+    if (opt->poison)
+        poison_lists(g, poison_at, next);
     Phase open = (Phase)-1;
     for (int k = 0; k < g->nsched; k++) {
         const Op *op = &g->ops[g->sched[k]];
@@ -329,9 +338,12 @@ void emit_step_body(FILE *f, const Graph *g, const EmitOptions *opt)
             emit_ew_call(f, g, op);
         else
             emit_kernel_call(f, g, op);
-        if (opt->poison)
-            emit_poison(f, g, k, "        ");
+        for (int t = opt->poison ? poison_at[k] : -1; t >= 0; t = next[t])
+            fprintf(f, "        gc_poison(ctx->region[%d] + %zu, %zu); /* %s */\n", (int)g->t[t].region,
+                    g->t[t].offset, g->t[t].bytes, g->t[t].name);
     }
     if (open != (Phase)-1)
         fprintf(f, "    }\n");
+    free(poison_at);
+    free(next);
 }
