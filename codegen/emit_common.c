@@ -1,9 +1,13 @@
 /* emit_common.c — what the C and CUDA emitters share: tensor addresses,
  * runtime kernel calls (same names and signatures on both targets), the
- * program description and NaN poisoning. */
+ * program description, NaN poisoning and the --profile categories. */
+#include <stdlib.h>
 #include <string.h>
 
 #include "codegen.h"
+
+/* Longest --profile category label (bytes, with the NUL). */
+#define PROF_LABEL 96
 
 void emit_tensor_ptr(FILE *f, const Graph *g, int t)
 {
@@ -220,8 +224,89 @@ static long dim_or0(const Graph *g, const char *name)
     return v < 0 ? 0 : v;
 }
 
+/* ---------------------------------------------------------------- --profile categories */
+
+/* "fwd matmul_bias 256x2304x768 tb", "bwd ew_gelu_bwd", "opt adamw". */
+static void prof_label(char *buf, size_t n, const Graph *g, const Op *op)
+{
+    char ew[64];
+    const char *kind = op_info[op->kind].cls == OPC_EW ? ew_name(ew, sizeof ew, g, op) : op_info[op->kind].name;
+    if (op->kind != OP_MATMUL && op->kind != OP_MATMUL_BIAS) {
+        snprintf(buf, n, "%s %s", phase_name(op->phase), kind);
+        return;
+    }
+    long b, M, N, K;
+    op_matmul_geom(g, op, &b, &M, &N, &K);
+    char batch[32] = "";
+    if (b > 1)
+        snprintf(batch, sizeof batch, "%ld x ", b);
+    snprintf(buf, n, "%s %s %s%ldx%ldx%ld%s%s", phase_name(op->phase), kind, batch, M, N, K,
+             op->attr[0] != 0 ? " ta" : "", op->attr[1] != 0 ? " tb" : "");
+}
+
+typedef struct {
+    int n;
+    char (*label)[PROF_LABEL];
+    int *calls;
+    double *flops;
+    int *cat;   /* per schedule position; -1 for views */
+} ProfTable;
+
+/* One category per distinct label, in order of first appearance. */
+static void prof_table(const Graph *g, ProfTable *pt)
+{
+    pt->n = 0;
+    pt->label = xcalloc((size_t)g->nsched + 1, sizeof *pt->label);
+    pt->calls = xcalloc((size_t)g->nsched + 1, sizeof *pt->calls);
+    pt->flops = xcalloc((size_t)g->nsched + 1, sizeof *pt->flops);
+    pt->cat = xmalloc(((size_t)g->nsched + 1) * sizeof *pt->cat);
+    for (int k = 0; k < g->nsched; k++) {
+        const Op *op = &g->ops[g->sched[k]];
+        pt->cat[k] = -1;
+        if (op_info[op->kind].cls == OPC_VIEW)
+            continue;
+        char label[PROF_LABEL];
+        prof_label(label, sizeof label, g, op);
+        int c = 0;
+        while (c < pt->n && strcmp(pt->label[c], label))
+            c++;
+        if (c == pt->n)
+            memcpy(pt->label[pt->n++], label, sizeof label);
+        pt->cat[k] = c;
+        pt->calls[c]++;
+        pt->flops[c] += op_flops(g, op);
+    }
+}
+
+static void prof_free(ProfTable *pt)
+{
+    free(pt->label);
+    free(pt->calls);
+    free(pt->flops);
+    free(pt->cat);
+}
+
+static void emit_prof_tables(FILE *f, const Graph *g)
+{
+    ProfTable pt;
+    prof_table(g, &pt);
+    fprintf(f, "static const char *const PROF_LABEL[] = {\n");
+    for (int c = 0; c < pt.n; c++)
+        fprintf(f, "    \"%s\",\n", pt.label[c]);
+    fprintf(f, "    \"\",\n};\nstatic const int PROF_CALLS[] = {");
+    for (int c = 0; c < pt.n; c++)
+        fprintf(f, "%s%d,", c % 16 ? " " : "\n    ", pt.calls[c]);
+    fprintf(f, "\n    0,\n};\nstatic const double PROF_FLOPS[] = {");
+    for (int c = 0; c < pt.n; c++)
+        fprintf(f, "%s%.6e,", c % 8 ? " " : "\n    ", pt.flops[c]);
+    fprintf(f, "\n    0,\n};\n\n");
+    fprintf(f, "#define PROF_N %d\n\n", pt.n);
+    prof_free(&pt);
+}
+
 void emit_program_struct(FILE *f, const Graph *g, const EmitOptions *opt)
 {
+    emit_prof_tables(f, g);
     static const char *const init[] = {"GC_INIT_ZEROS", "GC_INIT_ZEROS", "GC_INIT_ONES", "GC_INIT_NORMAL"};
     fprintf(f, "static const gc_param_info PARAMS[] = {\n");
     long off = 0;
@@ -268,6 +353,8 @@ void emit_program_struct(FILE *f, const Graph *g, const EmitOptions *opt)
     fprintf(f, "    .flops_per_step = %.6e,\n", flops);
     fprintf(f, "    .lr = %.9ef, .beta1 = %.9ef, .beta2 = %.9ef, .eps = %.9ef, .weight_decay = %.9ef,\n", g->lr,
             g->beta1, g->beta2, g->eps, g->weight_decay);
+    fprintf(f, "    .nprof = PROF_N,\n    .prof_label = PROF_LABEL,\n    .prof_calls = PROF_CALLS,\n"
+               "    .prof_flops = PROF_FLOPS,\n");
     fprintf(f, "    .run = run,\n};\n");
 }
 
@@ -319,6 +406,9 @@ void emit_step_body(FILE *f, const Graph *g, const EmitOptions *opt)
     int *poison_at = xmalloc((size_t)(g->nsched + 1) * sizeof(int)), *next = xmalloc((size_t)(g->nt + 1) * sizeof(int));
     if (opt->poison)
         poison_lists(g, poison_at, next);
+    ProfTable pt;
+    prof_table(g, &pt);
+    fprintf(f, "    GC_PROF(ctx, -1);\n");
     Phase open = (Phase)-1;
     for (int k = 0; k < g->nsched; k++) {
         const Op *op = &g->ops[g->sched[k]];
@@ -338,6 +428,8 @@ void emit_step_body(FILE *f, const Graph *g, const EmitOptions *opt)
             emit_ew_call(f, g, op);
         else
             emit_kernel_call(f, g, op);
+        if (pt.cat[k] >= 0)
+            fprintf(f, "        GC_PROF(ctx, %d);\n", pt.cat[k]);
         for (int t = opt->poison ? poison_at[k] : -1; t >= 0; t = next[t])
             fprintf(f, "        gc_poison(ctx->region[%d] + %zu, %zu); /* %s */\n", (int)g->t[t].region,
                     g->t[t].offset, g->t[t].bytes, g->t[t].name);
@@ -346,4 +438,5 @@ void emit_step_body(FILE *f, const Graph *g, const EmitOptions *opt)
         fprintf(f, "    }\n");
     free(poison_at);
     free(next);
+    prof_free(&pt);
 }

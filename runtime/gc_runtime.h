@@ -145,7 +145,20 @@ typedef struct gc_ctx {
     float lr, beta1, beta2, eps, weight_decay;
     int t;                       /* optimizer step, 1-based */
     void *user;                  /* target-specific (CUDA stream, handles) */
+    double *prof;                /* --profile: seconds per profile category, else NULL */
+    double prof_t0;              /* time of the last gc_prof_mark */
 } gc_ctx;
+
+/* --profile: the emitted step calls GC_PROF(ctx, -1) on entry and
+ * GC_PROF(ctx, k) after each op of profile category k; gc_prof_mark waits for
+ * the device and adds the time since the previous mark to ctx->prof[k]. One
+ * branch per op when profiling is off. */
+void gc_prof_mark(gc_ctx *ctx, int k);
+#define GC_PROF(ctx, k)              \
+    do {                             \
+        if ((ctx)->prof)             \
+            gc_prof_mark((ctx), (k)); \
+    } while (0)
 
 /* Everything gc_main needs to know about the compiled graph; emitted as one
  * static const object by the code generator. */
@@ -167,6 +180,11 @@ typedef struct gc_program {
     double flops_per_step;        /* forward + backward + optimizer */
     /* optimizer defaults from the graph's `optimizer` statement */
     float lr, beta1, beta2, eps, weight_decay;
+    /* --profile categories: one per (phase, kernel, shape) in the step */
+    int nprof;
+    const char *const *prof_label;
+    const int *prof_calls;        /* calls per step */
+    const double *prof_flops;     /* flops per step */
     /* runs the ops of the given phases (GC_PHASE_* mask) in schedule order */
     void (*run)(gc_ctx *ctx, int phases);
 } gc_program;

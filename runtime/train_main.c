@@ -44,6 +44,7 @@ enum { DEFAULT_STEPS = 20, DEFAULT_VAL_BATCHES = 8, DEFAULT_GRADCHECK = 16 };
 typedef struct {
     const char *data, *val_data, *init, *save, *log;
     long steps, val_every, val_batches, threads, sample, gradcheck;
+    int profile;
     unsigned long long seed;
     float lr, beta1, beta2, eps, wd;
     double gc_tol, gc_h;
@@ -52,7 +53,7 @@ typedef struct {
 enum {
     OPT_DATA = 256, OPT_VAL_DATA, OPT_VAL_EVERY, OPT_VAL_BATCHES, OPT_INIT, OPT_SAVE,
     OPT_STEPS, OPT_LR, OPT_BETA1, OPT_BETA2, OPT_EPS, OPT_WD, OPT_SEED, OPT_LOG,
-    OPT_THREADS, OPT_SAMPLE, OPT_GRADCHECK, OPT_GC_TOL, OPT_GC_H, OPT_HELP, OPT_VERSION
+    OPT_THREADS, OPT_SAMPLE, OPT_PROFILE, OPT_GRADCHECK, OPT_GC_TOL, OPT_GC_H, OPT_HELP, OPT_VERSION
 };
 
 static const struct option long_opts[] = {
@@ -72,6 +73,7 @@ static const struct option long_opts[] = {
     {"log", required_argument, 0, OPT_LOG},
     {"threads", required_argument, 0, OPT_THREADS},
     {"sample", required_argument, 0, OPT_SAMPLE},
+    {"profile", no_argument, 0, OPT_PROFILE},
     {"gradcheck", optional_argument, 0, OPT_GRADCHECK},
     {"gradcheck-tol", required_argument, 0, OPT_GC_TOL},
     {"gradcheck-h", required_argument, 0, OPT_GC_H},
@@ -115,6 +117,8 @@ static void print_help(const char *argv0, const gc_program *p)
            "  --log FILE           write one JSON object per step to FILE (JSONL)\n"
            "  --threads N          OpenMP/OpenBLAS threads (default: OpenMP's default)\n"
            "  --sample N           after training, generate and print N tokens (default 0)\n"
+           "  --profile            time every op (waiting for the device after each) and print\n"
+           "                       ms/step, share and GFLOP/s per kernel and shape\n"
            "  --gradcheck[=N]      instead of training, check N gradient elements against\n"
            "                       finite differences of the loss (default N %d)\n"
            "  --gradcheck-tol X    largest relative error that passes (default %g)\n"
@@ -216,6 +220,7 @@ static int apply_flag(options *o, int code, const char *arg)
     case OPT_STEPS: return parse_long(code, arg, 0, BIG, &o->steps);
     case OPT_THREADS: return parse_long(code, arg, 1, 4096, &o->threads);
     case OPT_SAMPLE: return parse_long(code, arg, 0, BIG, &o->sample);
+    case OPT_PROFILE: o->profile = 1; return 0;
     case OPT_GRADCHECK: return arg ? parse_long(code, arg, 1, 1000000, &o->gradcheck)
                                    : (o->gradcheck = DEFAULT_GRADCHECK, 0);
     case OPT_LR: return parse_float(code, arg, NUM_NONNEG, &o->lr);
@@ -313,6 +318,7 @@ typedef struct {
     gcrt_shard train, val;
     int have_val;
     FILE *log;
+    double *prof;                  /* --profile: seconds per category over steps 2.. */
 } state;
 
 static double now_ms(void)
@@ -320,6 +326,46 @@ static double now_ms(void)
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return ts.tv_sec * 1e3 + ts.tv_nsec * 1e-6;
+}
+
+void gc_prof_mark(gc_ctx *ctx, int k)
+{
+    gc_device_sync();
+    double t = now_ms() * 1e-3;
+    if (k >= 0)
+        ctx->prof[k] += t - ctx->prof_t0;
+    ctx->prof_t0 = t;
+}
+
+/* The --profile table: categories by time, largest first. */
+static void print_profile(const state *st, long nsteps, double step_ms)
+{
+    const gc_program *p = st->prog;
+    int *order = malloc((size_t)(p->nprof + 1) * sizeof *order);
+    if (!order)
+        return;
+    double ops_ms = 0;
+    for (int k = 0; k < p->nprof; k++) {   /* insertion sort: a few dozen categories */
+        int i = k;
+        for (; i > 0 && st->prof[order[i - 1]] < st->prof[k]; i--)
+            order[i] = order[i - 1];
+        order[i] = k;
+        ops_ms += 1e3 * st->prof[k] / (double)nsteps;
+    }
+    printf("profile: %d kernels and shapes, mean over %ld step%s: step %.1f ms = ops %.1f ms + outside ops %.1f ms\n",
+           p->nprof, nsteps, nsteps == 1 ? "" : "s", step_ms, ops_ms, step_ms - ops_ms);
+    printf("  %9s %6s %6s %9s  %s\n", "ms/step", "%", "calls", "GFLOP/s", "phase kernel shape");
+    for (int i = 0; i < p->nprof; i++) {
+        int k = order[i];
+        double ms = 1e3 * st->prof[k] / (double)nsteps;
+        printf("  %9.2f %6.1f %6d ", ms, step_ms > 0 ? 100.0 * ms / step_ms : 0.0, p->prof_calls[k]);
+        if (p->prof_flops[k] > 0 && ms > 0)
+            printf("%9.1f", p->prof_flops[k] / (ms * 1e-3) / 1e9);
+        else
+            printf("%9s", "-");
+        printf("  %s\n", p->prof_label[k]);
+    }
+    free(order);
 }
 
 static void set_threads(long n)
@@ -499,6 +545,7 @@ static void release(state *st)
     if (st->log)
         fclose(st->log);
     free(st->params);
+    free(st->prof);
     free(st->inputs);
     free(st->targets);
 }
@@ -577,11 +624,18 @@ static int want_val(const state *st, long step)
 static int train(state *st)
 {
     double sum_ms = 0;
+    if (st->o.profile && st->prog->nprof > 0 &&
+        !(st->prof = calloc((size_t)st->prog->nprof, sizeof *st->prof)))
+        return errorf("--profile: out of memory");
     for (long step = 1; step <= st->o.steps; step++) {
         double t0 = now_ms();
         st->ctx.t = (int)step;
+        st->ctx.prof = st->prof;
         float loss = run_batch(st, &st->train, GC_PHASE_FWD | GC_PHASE_BWD | GC_PHASE_OPT);
         double ms = now_ms() - t0, val = NAN;
+        st->ctx.prof = NULL;
+        if (st->prof && step == 1 && st->o.steps > 1)    /* step 1 pays first-touch page faults */
+            memset(st->prof, 0, (size_t)st->prog->nprof * sizeof *st->prof);
         if (!isfinite(loss))
             return errorf("step %ld: loss is %s", step, isnan(loss) ? "nan" : "inf");
         if (want_val(st, step) && validate(st, &val))
@@ -594,6 +648,8 @@ static int train(state *st)
         double mean = sum_ms / (double)(st->o.steps > 1 ? st->o.steps - 1 : 1);
         printf("done: %ld steps | %.1f ms/step | %.0f tok/s%s\n", st->o.steps, mean,
                (double)st->BT / (mean / 1e3), st->o.steps > 1 ? " (mean over steps 2..)" : "");
+        if (st->prof)
+            print_profile(st, st->o.steps > 1 ? st->o.steps - 1 : 1, mean);
     } else if (st->have_val) {
         double val;
         if (validate(st, &val))

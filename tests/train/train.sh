@@ -1,7 +1,7 @@
 #!/bin/sh
 # End-to-end: compile models/gpt2.graph (tiny) for the CPU and train.
 # usage: train.sh GCOMPILE GRAPH WORKDIR CHECK
-#   CHECK: falling | rerun | noreuse | poison | schedules | gradcheck | ckpt | badfiles
+#   CHECK: falling | rerun | noreuse | poison | schedules | gradcheck | ckpt | badfiles | profile
 set -u
 gc=$1 graph=$2 dir=$3 check=$4
 mkdir -p "$dir"
@@ -54,6 +54,23 @@ schedules) # plain and fused-opt schedules compute the same step
     losses t_plain --steps 8 >a.txt
     losses t_fused --steps 8 >b.txt
     cmp -s a.txt b.txt || { paste a.txt b.txt; fail "schedules differ"; }
+    ;;
+profile)   # --profile: same losses; one row per kernel and shape, rows add up to the ops time
+    compile t_$check
+    losses t_$check --steps 4 >a.txt
+    ./t_$check --threads 2 --steps 4 --profile >out.txt || fail "--profile run"
+    sed -n 's/^step *[0-9]*\/[0-9]* | loss \([^ ]*\) .*/\1/p' out.txt >b.txt
+    cmp -s a.txt b.txt || { paste a.txt b.txt; fail "--profile changed the losses"; }
+    grep -q '^profile: [0-9]* kernels and shapes, mean over 3 steps' out.txt || { cat out.txt; fail "profile header"; }
+    for k in "fwd matmul_bias 256x192x64 tb" "bwd matmul 256x64x256 ta" "opt adamw" "fwd cross_entropy" "bwd ew_gelu_bwd"; do
+        grep -q " $k\$" out.txt || { cat out.txt; fail "no profile row '$k'"; }
+    done
+    # the rows sum to the ops total in the header (to rounding), and every row's calls are > 0
+    awk '/^profile:/ { for (i = 1; i <= NF; i++) if ($i == "ops" && ops == "") ops = $(i + 1); n = $2 }
+         /^ +[0-9.]+ +[0-9.]+ +[0-9]+ / { sum += $1; rows++; if ($3 < 1) bad = 1 }
+         END { printf "profile: %d rows of %d, sum %.2f ms, ops %.2f ms\n", rows, n, sum, ops;
+               exit !(rows == n && !bad && sum > 0 && sum - ops < 0.01 * n + 0.01 && ops - sum < 0.01 * n + 0.01) }' out.txt ||
+        { cat out.txt; fail "profile rows do not add up"; }
     ;;
 gradcheck) # analytic gradients of the whole tiny GPT-2 against finite differences
     compile t_$check --schedule plain
