@@ -1,5 +1,6 @@
 /* gc_runtime_internal.h — private to the program harness around the step
- * (train_main.c, data.c, corpus.c, rng.c). Nothing here is seen by emitted
+ * (train_main.c, data.c, corpus.c, rng.c) and to the CPU kernels (kernels_cpu.c,
+ * gemm_cpu.c). Nothing here is seen by emitted
  * code; names carry the prefix gcrt_ so they never collide with the kernels.
  *
  * Functions that can fail on user input return 0 on success and -1 after
@@ -12,6 +13,14 @@
 #include <stdint.h>
 
 #include "gc_runtime.h"
+
+/* ---------------------------------------------------------------- gemm_cpu.c */
+/* c (MxN, row stride ldc) (+)= op(a) @ op(b) in float on one thread, with
+ * the AVX-512 kernel. Returns 1 when done, 0 when it cannot run here (no
+ * AVX-512, GC_CPU_GEMM=blas in the environment, or no memory for its panels):
+ * the caller then uses BLAS. */
+int gcrt_sgemm(float *c, const float *a, const float *b, long M, long N, long K, long lda,
+               long ldb, long ldc, int ta, int tb, int acc);
 
 /* ---------------------------------------------------------------- rng.c */
 /* xoshiro256** seeded through splitmix64; every stream is a pure function of

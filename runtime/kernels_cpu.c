@@ -1,12 +1,14 @@
 /* kernels_cpu.c — the CPU kernels (gc_runtime.h, section "kernels_cpu.c").
  *
- * Matmuls go to OpenBLAS (cblas_sgemm, or cblas_dgemm when gc_real is
- * double); everything else is plain C with OpenMP, written so that gcc -O3
- * vectorizes the inner loops.
+ * Matmuls go to gemm_cpu.c's AVX-512 GEMM where the CPU has AVX-512, else
+ * (or with GC_CPU_GEMM=blas in the environment) to OpenBLAS (cblas_sgemm, or
+ * cblas_dgemm when gc_real is double); everything else is plain C with
+ * OpenMP, written so that gcc -O3 vectorizes the inner loops.
  *
  * Threads. OpenBLAS is set to one thread on the first gc_matmul and every
- * matmul is split across the OpenMP team instead, so the program runs one pool
- * of threads (no oversubscription of BLAS workers against OpenMP workers).
+ * matmul is split across the OpenMP team instead (one block of C per thread,
+ * each a single-threaded GEMM), so the program runs one pool of threads (no
+ * oversubscription of BLAS workers against OpenMP workers).
  *
  * Determinism. Every output element is written by exactly one thread, and
  * every reduction runs in an order that does not depend on how the work is
@@ -16,7 +18,8 @@
  * results are bit-identical run to run and for any thread count, with one
  * exception: a large single matmul is split in one block per thread, and
  * OpenBLAS's blocking (hence its rounding) depends on the block shape, so its
- * bits depend on the thread count (never on the run).
+ * bits depend on the thread count (never on the run). gemm_cpu.c never
+ * splits K, so its bits depend on neither.
  *
  * Precision. Sums accumulate in double and round once at the end (row
  * statistics, sums of exponentials, dot products, column sums, the loss
@@ -48,7 +51,7 @@
 #include <emmintrin.h>
 #endif
 
-#include "gc_runtime.h"
+#include "gc_runtime_internal.h"
 
 #ifdef __clang__
 /* `omp simd` is a hint here; clang warns where it cannot honour it. */
@@ -195,6 +198,8 @@ static void gemm_one(gc_real *c, const gc_real *a, const gc_real *b, long M, lon
     cblas_dgemm(CblasRowMajor, tra, trb, (int)M, (int)N, (int)K, 1.0, a, (int)lda, b,
                 (int)ldb, acc ? 1.0 : 0.0, c, (int)ldc);
 #else
+    if (gcrt_sgemm(c, a, b, M, N, K, lda, ldb, ldc, ta, tb, acc))
+        return;
     cblas_sgemm(CblasRowMajor, tra, trb, (int)M, (int)N, (int)K, 1.0f, a, (int)lda, b,
                 (int)ldb, acc ? 1.0f : 0.0f, c, (int)ldc);
 #endif

@@ -2,7 +2,8 @@
  * against naive double-precision loops, accumulate mode, in-place calls,
  * determinism across runs and thread counts, AdamW against llm.c's loop and
  * a hand-computed step, fill/poison, and the runtime errors (in a child
- * process: message and exit status 1).
+ * process: message and exit status 1), and the AVX-512 GEMM (gemm_cpu.c) on
+ * edge shapes, every transpose, accumulate and padded leading dimensions.
  *
  *   test_kernels [case]     (all cases without an argument)
  */
@@ -11,6 +12,7 @@
 #include <unistd.h>
 
 #include "kt.h"
+#include "gc_runtime_internal.h"
 
 _Static_assert(sizeof(gc_real) == sizeof(float), "test_kernels checks the float build");
 
@@ -758,6 +760,65 @@ static void test_errors(void)
     expect_error(ce_bwd_bad, "error: target -1 at position 1 is outside the vocabulary [0, 4)\n");
 }
 
+/* ------------------------------------------------------------------ gemm_cpu.c */
+
+/* gcrt_sgemm on one shape with leading dimensions padded by `pad` columns and
+ * a random C (acc: C + op(A) op(B)); elements outside the M x N window of C
+ * must not change. */
+static int check_sgemm(long M, long N, long K, int ta, int tb, int acc, long pad)
+{
+    long ar = ta ? K : M, acol = ta ? M : K, br = tb ? N : K, bcol = tb ? K : N;
+    long lda = acol + pad, ldb = bcol + pad, ldc = N + pad;
+    float *a = kt_rand(ar * lda, -1, 1), *b = kt_rand(br * ldb, -1, 1), *c = kt_rand(M * ldc, -1, 1);
+    float *c0 = falloc(M * ldc);
+    memcpy(c0, c, (size_t)(M * ldc) * sizeof *c);
+    if (!gcrt_sgemm(c, a, b, M, N, K, lda, ldb, ldc, ta, tb, acc)) {
+        free(a), free(b), free(c), free(c0);
+        return 0;
+    }
+    long bad = 0;
+    for (long i = 0; i < M; i++)
+        for (long j = 0; j < ldc; j++) {
+            double want = c0[i * ldc + j], scale = fabs(want);
+            if (j < N) {
+                double s = 0.0, sa = 0.0;
+                for (long k = 0; k < K; k++) {
+                    double x = ta ? a[k * lda + i] : a[i * lda + k];
+                    double y = tb ? b[j * ldb + k] : b[k * ldb + j];
+                    s += x * y;
+                    sa += fabs(x * y);
+                }
+                want = acc ? want + s : s;
+                scale = acc ? scale + sa : sa;
+            }
+            double got = c[i * ldc + j];
+            if (!(fabs(got - want) <= 1e-5 * scale + 1e-30) && bad++ < 3)
+                KT_FAIL("sgemm M=%ld N=%ld K=%ld ta=%d tb=%d acc=%d pad=%ld: c[%ld,%ld] is %.9g, want %.9g",
+                        M, N, K, ta, tb, acc, pad, i, j, got, want);
+        }
+    free(a), free(b), free(c), free(c0);
+    return 1;
+}
+
+static void test_gemm(void)
+{
+    /* edges of the 8 x 32 tile, K around the 384/768 blocks, M around the
+     * few-rows limit (512), N past one 3072 column block */
+    static const long shapes[][3] = {
+        {1, 1, 1},     {8, 32, 16},   {7, 31, 5},    {9, 33, 17},   {13, 70, 385},
+        {64, 64, 64},  {256, 96, 800}, {520, 40, 390}, {600, 3100, 3}, {17, 100, 1000},
+    };
+    int ran = 0;
+    for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++)
+        for (int t = 0; t < 8; t++)
+            ran += check_sgemm(shapes[s][0], shapes[s][1], shapes[s][2], t & 1, (t >> 1) & 1, t >> 2,
+                               (long)(s % 3) * 5);
+    if (!ran)
+        printf("gemm: skipped (this CPU has no AVX-512, or GC_CPU_GEMM=blas: OpenBLAS runs the matmuls)\n");
+    else
+        printf("gemm: %d shapes x transposes x accumulate checked\n", ran);
+}
+
 int main(int argc, char **argv)
 {
     static const kt_case cases[] = {
@@ -765,6 +826,7 @@ int main(int argc, char **argv)
         {"inplace", test_inplace},         {"determinism", test_determinism},
         {"adamw", test_adamw},             {"fill_poison", test_fill_poison},
         {"nan", test_nan},                 {"errors", test_errors},
+        {"gemm", test_gemm},
     };
     kt_seed(4321);
     return kt_main(argc, argv, cases, (int)(sizeof cases / sizeof cases[0]));
