@@ -1,7 +1,9 @@
 /* device_cpu.c — the CPU target's "device": host memory. */
+#define _DEFAULT_SOURCE 1   /* madvise */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 
 #include "gc_runtime.h"
 
@@ -16,15 +18,26 @@ const char *gc_device_name(void) { return "cpu"; }
 size_t gc_device_free_bytes(void) { return 0; }
 double gc_device_peak_flops(int bf16) { (void)bf16; return 0.0; }
 
+/* Regions of 2 MiB or more are 2 MiB aligned and asked for transparent huge
+ * pages: a step streams every weight and optimizer state, and with 4 KiB
+ * pages the GEMM's packing walks dozens of pages at once (TLB misses). Where
+ * THP is off this changes nothing. */
+#define HUGE_PAGE (2UL << 20)
+
 void *gc_device_alloc(size_t bytes)
 {
-    /* 256-byte aligned like cudaMalloc, so planned offsets keep their alignment */
-    size_t rounded = (bytes + 255) / 256 * 256;
-    void *p = aligned_alloc(256, rounded ? rounded : 256);
+    /* at least 256-byte aligned like cudaMalloc, so planned offsets keep their alignment */
+    size_t align = bytes >= HUGE_PAGE ? HUGE_PAGE : 256;
+    size_t rounded = (bytes + align - 1) / align * align;
+    void *p = aligned_alloc(align, rounded ? rounded : 256);
     if (!p) {
         fprintf(stderr, "error: cannot allocate %zu bytes of host memory\n", bytes);
         exit(1);
     }
+#ifdef MADV_HUGEPAGE
+    if (align == HUGE_PAGE)
+        (void)madvise(p, rounded, MADV_HUGEPAGE);   /* advice only: failure is harmless */
+#endif
     memset(p, 0, rounded ? rounded : 256);
     return p;
 }

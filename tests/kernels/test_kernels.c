@@ -813,6 +813,19 @@ static void test_gemm(void)
         for (int t = 0; t < 8; t++)
             ran += check_sgemm(shapes[s][0], shapes[s][1], shapes[s][2], t & 1, (t >> 1) & 1, t >> 2,
                                (long)(s % 3) * 5);
+    /* the rounding does not depend on how gc_matmul splits C across threads */
+    static const long split[][5] = {{600, 3100, 100, 1, 0}, {256, 768, 900, 0, 1}, {256, 700, 300, 0, 0}};
+    for (size_t s = 0; ran && s < sizeof split / sizeof split[0]; s++) {
+        long M = split[s][0], N = split[s][1], K = split[s][2];
+        int ta = (int)split[s][3], tb = (int)split[s][4];
+        float *a = kt_rand(M * K, -1, 1), *b = kt_rand(K * N, -1, 1), *c1 = falloc(M * N), *c2 = falloc(M * N);
+        omp_set_num_threads(1);
+        gc_matmul(c1, a, b, 1, M, N, K, ta, tb, 0);
+        omp_set_num_threads(2);
+        gc_matmul(c2, a, b, 1, M, N, K, ta, tb, 0);
+        expect_bits("gemm: 1 thread vs 2 threads", c2, c1, M * N);
+        free(a), free(b), free(c1), free(c2);
+    }
     if (!ran)
         printf("gemm: skipped (this CPU has no AVX-512, or GC_CPU_GEMM=blas: OpenBLAS runs the matmuls)\n");
     else
