@@ -15,9 +15,10 @@
  *   ic: MC rows of C and op(A)          A block (MC x KC) packed, lives in L2
  *   jr: NR = 32 columns                 B micro-panel (KC x 32)
  *   ir: MR = 8 rows                     A micro-panel (KC x 8), then the kernel
- * A forward matmul (M <= MS rows, op(B) a transposed weight) runs the
- * few-rows order instead (sgemm_few_rows): all M rows of A packed per KC
- * slice, op(B) packed one micro-panel at a time.
+ * A matmul with few rows (M <= MS: the B*T rows of activations in the
+ * forward and input-gradient matmuls) runs the few-rows order instead
+ * (sgemm_few_rows): all M rows of A packed per KC slice, op(B) packed one
+ * micro-panel at a time.
  * The micro-kernel keeps an 8 x 32 tile of C in 16 zmm registers and does
  * 16 FMAs per k from one broadcast of A per row and two loads of B. Packing
  * handles the transposes, so one kernel serves all four (ta, tb) cases;
@@ -236,8 +237,7 @@ static int have_avx512(void)
     return known;
 }
 
-/* Few rows (M <= MS: B*T rows of activations times a transposed weight, the
- * forward matmuls): all of op(A)
+/* Few rows (M <= MS: B*T rows of activations times a weight): all of op(A)
  * for one KC slice stays packed in L2 and op(B) is packed one micro-panel
  * at a time, just before the kernels that use it, so the weight streams from
  * memory once per KC slice and its packed copy never leaves L1/L2. */
@@ -267,7 +267,7 @@ int gcrt_sgemm(float *c, const float *a, const float *b, long M, long N, long K,
 {
     if (!have_avx512() || M <= 0 || N <= 0 || K <= 0)
         return 0;
-    if (M <= MS && tb)
+    if (M <= MS)
         return sgemm_few_rows(c, a, b, M, N, K, lda, ldb, ldc, ta, tb, acc);
     long kc_max = K < KC ? K : KC, nc_max = N < NC ? N : NC, mc_max = M < MC ? M : MC;
     float *pa = grow(&buf_a, &cap_a, (size_t)((mc_max + MR - 1) / MR * MR * kc_max));
