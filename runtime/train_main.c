@@ -126,6 +126,9 @@ static void print_help(const char *argv0, const gc_program *p)
            "  --help               this list\n"
            "  --version            program and runtime version\n",
            DEFAULT_SEED, DEFAULT_GRADCHECK, DEFAULT_GRADCHECK_TOL, DEFAULT_GRADCHECK_H);
+    if (!strcmp(p->target, "cpu"))
+        printf("\nenvironment: OMP_NUM_THREADS (as --threads); GC_CPU_GEMM=blas runs the matmuls\n"
+               "with OpenBLAS instead of the built-in AVX-512 GEMM (used when the CPU has AVX-512).\n");
 }
 
 static const char *flag_name(int code)
