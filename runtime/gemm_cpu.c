@@ -89,73 +89,49 @@ AVX512 static void transpose_rows(float *dst, long dstride, const float *src, lo
     }
 }
 
-/* A block rows [0, mc) x [0, kc) of op(A) into MR-row panels: panel p holds,
- * for each k, the MR values op(A)[p*MR + i, k] (zeros past mc). */
-AVX512 static void pack_a(float *dst, const float *a, long lda, int ta, long mc, long kc)
+/* Packs n columns of a kc x n operand into panels of w columns (w = MR for
+ * op(A)^T, NR for op(B)): panel p holds, for each k, the w values X[k, p*w + j]
+ * (zeros past n). X[k, j] is src[k*ld + j] (spread: each row of src feeds
+ * every panel) or src[j*ld + k] (transposed: 8 x 8 blocks in registers). */
+AVX512 static void pack(float *dst, const float *src, long ld, int transposed, long w, long kc, long n)
 {
-    if (ta) {   /* op(A)[i, k] = a[k*lda + i]: row k of a is spread over the panels */
-        long full = mc / MR * MR;
+    long full = n / w * w;
+    if (!transposed) {
         for (long k = 0; k < kc; k++) {
-            const float *src = a + k * lda;
-            float *d = dst + k * MR;
-            for (long p = 0; p < full; p += MR, d += kc * MR)
-                _mm256_store_ps(d, _mm256_loadu_ps(src + p));
-            if (full < mc)   /* the last, partial panel: zeros past mc */
-                for (long i = 0; i < MR; i++)
-                    d[i] = full + i < mc ? src[full + i] : 0.0f;
+            const float *row = src + k * ld;
+            float *d = dst + k * w;
+            for (long p = 0; p < full; p += w, d += kc * w)
+                for (long j = 0; j < w; j += 8)
+                    _mm256_store_ps(d + j, _mm256_loadu_ps(row + p + j));
+            if (full < n)   /* the last, partial panel: zeros past n */
+                for (long j = 0; j < w; j++)
+                    d[j] = full + j < n ? row[full + j] : 0.0f;
         }
         return;
     }
-    for (long p = 0; p < mc; p += MR) {
-        long rows = mc - p < MR ? mc - p : MR;
-        if (rows == MR) {   /* op(A)[i, k] = a[i*lda + k]: a transpose */
-            transpose_rows(dst, MR, a + p * lda, lda, MR, kc);
-        } else {
-            for (long k = 0; k < kc; k++) {
-                for (long i = 0; i < rows; i++)
-                    dst[k * MR + i] = a[(p + i) * lda + k];
-                for (long i = rows; i < MR; i++)
-                    dst[k * MR + i] = 0.0f;
-            }
+    for (long p = 0; p < n; p += w, dst += kc * w) {
+        if (p < full) {
+            transpose_rows(dst, w, src + p * ld, ld, w, kc);
+            continue;
         }
-        dst += kc * MR;
+        for (long k = 0; k < kc; k++)
+            for (long j = 0; j < w; j++)
+                dst[k * w + j] = p + j < n ? src[(p + j) * ld + k] : 0.0f;
     }
 }
 
-/* B panel [0, kc) x [0, nc) of op(B) into NR-column panels: panel p holds,
- * for each k, the NR values op(B)[k, p*NR + j] (zeros past nc). */
-AVX512 static void pack_b(float *dst, const float *b, long ldb, int tb, long kc, long nc)
+/* Rows [0, mc) x [0, kc) of op(A) into MR-row panels; op(A)[i, k] is
+ * a[i*lda + k], or a[k*lda + i] when ta. */
+static void pack_a(float *dst, const float *a, long lda, int ta, long mc, long kc)
 {
-    if (!tb) {   /* op(B)[k, j] = b[k*ldb + j]: row k of b is spread over the panels */
-        long full = nc / NR * NR;
-        for (long k = 0; k < kc; k++) {
-            const float *src = b + k * ldb;
-            float *d = dst + k * NR;
-            for (long p = 0; p < full; p += NR, d += kc * NR) {
-                _mm512_store_ps(d, _mm512_loadu_ps(src + p));
-                _mm512_store_ps(d + 16, _mm512_loadu_ps(src + p + 16));
-            }
-            if (full < nc)   /* the last, partial panel: zeros past nc */
-                for (long j = 0; j < NR; j++)
-                    d[j] = full + j < nc ? src[full + j] : 0.0f;
-        }
-        return;
-    }
-    for (long p = 0; p < nc; p += NR) {
-        long cols = nc - p < NR ? nc - p : NR;
-        if (cols == NR) {   /* op(B)[k, j] = b[j*ldb + k]: a transpose */
-            transpose_rows(dst, NR, b + p * ldb, ldb, NR, kc);
-        } else {
-            for (long k = 0; k < kc; k++) {
-                float *d = dst + k * NR;
-                for (long j = 0; j < cols; j++)
-                    d[j] = b[(p + j) * ldb + k];
-                for (long j = cols; j < NR; j++)
-                    d[j] = 0.0f;
-            }
-        }
-        dst += kc * NR;
-    }
+    pack(dst, a, lda, !ta, MR, kc, mc);
+}
+
+/* Rows [0, kc) x columns [0, nc) of op(B) into NR-column panels; op(B)[k, j]
+ * is b[k*ldb + j], or b[j*ldb + k] when tb. */
+static void pack_b(float *dst, const float *b, long ldb, int tb, long kc, long nc)
+{
+    pack(dst, b, ldb, tb, NR, kc, nc);
 }
 
 #define ROW(i)                                      \
