@@ -203,14 +203,18 @@ AVX512 static void macro_block(float *c, long ldc, const float *pa, const float 
     }
 }
 
+/* Whether this GEMM runs here; decided on first use (threads may race to
+ * decide: they all reach the same answer, stored atomically). */
 static int have_avx512(void)
 {
     static int known = -1;
-    if (known < 0) {
+    int k = __atomic_load_n(&known, __ATOMIC_RELAXED);
+    if (k < 0) {
         const char *e = getenv("GC_CPU_GEMM");
-        known = !(e && !strcmp(e, "blas")) && __builtin_cpu_supports("avx512f");
+        k = !(e && !strcmp(e, "blas")) && __builtin_cpu_supports("avx512f");
+        __atomic_store_n(&known, k, __ATOMIC_RELAXED);
     }
-    return known;
+    return k;
 }
 
 /* Few rows (M <= MS: B*T rows of activations times a weight): all of op(A)
