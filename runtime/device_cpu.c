@@ -19,9 +19,10 @@ size_t gc_device_free_bytes(void) { return 0; }
 double gc_device_peak_flops(int bf16) { (void)bf16; return 0.0; }
 
 /* Regions of 2 MiB or more are 2 MiB aligned and asked for transparent huge
- * pages: a step streams every weight and optimizer state, and with 4 KiB
- * pages the GEMM's packing walks dozens of pages at once (TLB misses). Where
- * THP is off this changes nothing. */
+ * pages: a step streams every weight from memory, and the GEMM's packing
+ * reads 32 weight rows at once (measured on Zen 4 with cold weights: a
+ * 256x3072x768 forward matmul at 99 GFLOP/s on 4 KiB pages, 183 on 2 MiB
+ * pages). Where THP is off this changes nothing. */
 #define HUGE_PAGE (2UL << 20)
 
 void *gc_device_alloc(size_t bytes)
