@@ -814,7 +814,8 @@ static void test_gemm(void)
             ran += check_sgemm(shapes[s][0], shapes[s][1], shapes[s][2], t & 1, (t >> 1) & 1, t >> 2,
                                (long)(s % 3) * 5);
     /* the rounding does not depend on how gc_matmul splits C across threads */
-    static const long split[][5] = {{600, 3100, 100, 1, 0}, {256, 768, 900, 0, 1}, {256, 700, 300, 0, 0}};
+    static const long split[][5] = {{600, 3100, 100, 1, 0}, {256, 768, 900, 0, 1}, {256, 700, 300, 0, 0},
+                                    {17, 100, 1000, 1, 0}, {9, 330, 800, 0, 1}, {500, 95, 70, 1, 1}};
     for (size_t s = 0; ran && s < sizeof split / sizeof split[0]; s++) {
         long M = split[s][0], N = split[s][1], K = split[s][2];
         int ta = (int)split[s][3], tb = (int)split[s][4];
