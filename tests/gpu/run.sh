@@ -62,6 +62,9 @@ for prec in bf16 fp32; do
     "$out/g124_$prec" --steps 12 --log "$out/g124_$prec.jsonl" >"$out/g124_$prec.txt" 2>&1 || fail=1
     grep -E "^(device|memory|plan)" "$out/g124_$prec.txt" | tee -a "$out/summary.txt"
     tail -3 "$out/g124_$prec.txt" | tee -a "$out/summary.txt"
+    # where the step's time goes (a device sync after every op, so slower than above)
+    "$out/g124_$prec" --steps 4 --profile >"$out/g124_${prec}_profile.txt" 2>&1 || fail=1
+    sed -n '/^profile:/,$p' "$out/g124_${prec}_profile.txt" | head -14 | tee -a "$out/summary.txt"
 done
 log "gpu check: $([ $fail -eq 0 ] && echo PASS || echo FAIL)"
 exit $fail
