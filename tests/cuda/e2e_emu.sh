@@ -4,7 +4,7 @@
 # C++ against the SIMT emulator (tests/cuda/shim) with the CUDA runtime, trains
 # STEPS steps on the CPU; its losses must match the CPU target's (fp32) within
 # TOL (relative; default 1e-4 for fp32, 2e-2 absolute-ish for bf16). Exercises the CUDA code generator and kernels_cuda.cu end to end
-# without a GPU.
+# without a GPU. Then 2 steps with --profile: the same losses and a table.
 set -u
 gc=$1 graph=$2 cxx=$3 root=$4 hostlib=$5 blas=$6 cblas=$7 dir=$8 steps=${9:-5} prec=${10:-fp32}
 tol=${11:-1e-4}
@@ -27,3 +27,11 @@ paste cpu.loss emu.loss | awk -v steps="$steps" -v tol="$tol" '
       printf "step %d: cpu %s cuda(emulated) %s rel %.2e\n", NR, $1, $2, r;
       if (!(r <= tol)) bad = 1 }
     END { if (NR != steps || bad) { print "FAIL: losses differ"; exit 1 } print "ok" }'
+[ $? -eq 0 ] || exit 1
+# --profile on the CUDA program: the same losses, and a table whose rows name the CUDA step's ops
+./train_emu --steps 2 --seed 1 --profile --log prof.jsonl >prof.out 2>&1 || fail "train_emu --profile: $(cat prof.out)"
+losses prof.jsonl >prof.loss
+head -2 emu.loss | cmp -s - prof.loss || { paste prof.loss emu.loss; fail "--profile changed the emulated losses"; }
+grep -q '^profile: [0-9]* kernels and shapes, mean over 1 step:' prof.out || { cat prof.out; fail "no profile table"; }
+grep -q ' fwd matmul_bias ' prof.out || { cat prof.out; fail "no matmul_bias row in the profile"; }
+echo "profile ok"
