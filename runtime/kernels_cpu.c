@@ -186,6 +186,19 @@ static inline double row_sumexp(const gc_real *x, long n, gc_real m)
     return s;
 }
 
+/* y[i] = exp(x[i] - m) for i < n; returns their sum (in double). y may be x. */
+static inline double row_expsum(gc_real *y, const gc_real *x, long n, gc_real m)
+{
+    double s = 0.0;
+    #pragma omp simd reduction(+ : s)
+    for (long i = 0; i < n; i++) {
+        gc_real e = exp_nonpos(x[i] - m);
+        y[i] = e;
+        s += e;
+    }
+    return s;
+}
+
 /* ------------------------------------------------------------------ matmul */
 
 /* One BLAS call: c (ldc) (+)= op(a) (lda) @ op(b) (ldb), row-major. */
@@ -510,14 +523,7 @@ void gc_permute(gc_real *out, const gc_real *in, int rank, const long *shape,
 ROW_CLONES static void softmax_row(gc_real *y, const gc_real *x, long n)
 {
     gc_real m = row_max(x, n);
-    double s = 0.0;
-    #pragma omp simd reduction(+ : s)
-    for (long i = 0; i < n; i++) {
-        gc_real e = exp_nonpos(x[i] - m);
-        y[i] = e;
-        s += e;
-    }
-    gc_real inv = (gc_real)(1.0 / s);
+    gc_real inv = (gc_real)(1.0 / row_expsum(y, x, n, m));
     for (long i = 0; i < n; i++)
         y[i] *= inv;
 }
@@ -649,14 +655,7 @@ ROW_CLONES static void ce_row_grad(gc_real *d, const gc_real *x, long V, long Vp
         d[t] += (pt - 1) * scale;
         return;
     }
-    double s = 0.0;
-    #pragma omp simd reduction(+ : s)
-    for (long c = 0; c < V; c++) {
-        gc_real e = exp_nonpos(x[c] - m);
-        d[c] = e;
-        s += e;
-    }
-    gc_real inv = (gc_real)(1.0 / s);
+    gc_real inv = (gc_real)(1.0 / row_expsum(d, x, V, m));
     gc_real pt = d[t] * inv;
     for (long c = 0; c < V; c++)
         d[c] = d[c] * inv * scale;
