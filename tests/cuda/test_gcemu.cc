@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "child.h"
 #include "gc_cuda.h"
 
 static int failures, checks;
@@ -97,30 +98,6 @@ static __global__ void deadlock_kernel(int *out)
 }
 
 /* ---------------------------------------------------------------- checks */
-
-static int in_child(const std::function<void()> &f, std::string *err)
-{
-    int fd[2];
-    if (pipe(fd) != 0)
-        abort();
-    fflush(stdout);
-    pid_t pid = fork();
-    if (pid == 0) {
-        close(fd[0]);
-        dup2(fd[1], 2);
-        f();
-        _exit(0);
-    }
-    close(fd[1]);
-    char buf[512];
-    ssize_t k;
-    while ((k = read(fd[0], buf, sizeof buf)) > 0)
-        err->append(buf, (size_t)k);
-    close(fd[0]);
-    int st = 0;
-    waitpid(pid, &st, 0);
-    return WIFSIGNALED(st) ? -WTERMSIG(st) : WEXITSTATUS(st);
-}
 
 static void expect_abort(const std::function<void()> &f, const char *msg)
 {

@@ -27,6 +27,7 @@
 #include <string>
 #include <vector>
 
+#include "child.h"
 #include "gc_cuda.h"
 
 /* The CPU reference: the same signatures, other names. */
@@ -844,33 +845,6 @@ static void test_bf16()
 }
 
 /* ---------------------------------------------------------------- errors */
-
-/* Runs f in a child; returns its exit status and what it wrote to stderr. */
-static int in_child(const std::function<void()> &f, std::string *err)
-{
-    int fd[2];
-    if (pipe(fd) != 0)
-        abort();
-    fflush(stdout);
-    fflush(stderr);
-    pid_t pid = fork();
-    if (pid == 0) {
-        close(fd[0]);
-        dup2(fd[1], 2);
-        f();
-        _exit(0);
-    }
-    close(fd[1]);
-    char buf[512];
-    ssize_t k;
-    err->clear();
-    while ((k = read(fd[0], buf, sizeof buf)) > 0)
-        err->append(buf, (size_t)k);
-    close(fd[0]);
-    int st = 0;
-    waitpid(pid, &st, 0);
-    return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
-}
 
 /* A bad index or target: exit 1 at the next gc_device_sync with the CPU
  * kernel's message. */
