@@ -1032,6 +1032,17 @@ enum { CE_THREADS = 1024, CE_BLOCKS = 1024 };
  * summation order depends only on n. */
 static __device__ float gc_ce_partial[CE_BLOCKS];
 
+/* Whether target t of row r is in [0, V); if not, thread 0 of the block
+ * raises the error. Every thread of the block gets the same answer. */
+static __device__ bool target_ok(int32_t t, long V, long r)
+{
+    if (t >= 0 && t < V)
+        return true;
+    if (threadIdx.x == 0)
+        raise_error(2, t, V, r);
+    return false;
+}
+
 /* grid G <= CE_BLOCKS: block b sums the losses of rows b, b+G, ... in order */
 template <class T>
 __global__ void crossentropy_fwd_kernel(const T *logits, const int32_t *targets, long n, long Vp, long V)
@@ -1041,11 +1052,8 @@ __global__ void crossentropy_fwd_kernel(const T *logits, const int32_t *targets,
         const T *x = logits + r * Vp;
         MaxSum ms = block_row_maxsum(x, V);
         int32_t t = targets[r];
-        if (t < 0 || t >= V) {
-            if (threadIdx.x == 0)
-                raise_error(2, t, V, r);
+        if (!target_ok(t, V, r))
             continue;   /* uniform across the block */
-        }
         total += ms.m + logf(ms.s) - to_f(x[t]);
     }
     if (threadIdx.x == 0)
@@ -1095,11 +1103,8 @@ __global__ void crossentropy_bwd_kernel(T *dlogits, const float *dloss, const T 
     const T *x = logits + r * Vp;
     MaxSum ms = block_row_maxsum(x, V);
     int32_t t = targets[r];
-    if (t < 0 || t >= V) {
-        if (threadIdx.x == 0)
-            raise_error(2, t, V, r);
+    if (!target_ok(t, V, r))
         return;
-    }
     float scale = dloss[0] / (float)n, inv = 1.0f / ms.s;
     T *o = dlogits + r * Vp;
     for (long c = threadIdx.x; c < Vp; c += blockDim.x) {
