@@ -32,10 +32,10 @@ peak() { OMP_NUM_THREADS=2 "$tmp/fma_peak"; }
 mean_ms() {
     awk -F'"ms":' 'NR > 1 { split($2, a, ","); s += a[1]; n++ } END { printf "%.1f", s / n }' "$1"
 }
-run() {  # run LOG [VAR=VALUE] [-- program flags]
-    log=$1; shift
-    env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE OMP_NUM_THREADS=2 "$@" \
-        "$tmp/train" --threads 2 --steps "$steps" --log "$log"
+run() {  # run own|blas [program flags]: STEPS steps on 2 threads with that GEMM
+    gemm=$1; shift
+    env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE OMP_NUM_THREADS=2 GC_CPU_GEMM="$gemm" \
+        "$tmp/train" --threads 2 --steps "$steps" "$@"
 }
 
 {
@@ -43,8 +43,8 @@ run() {  # run LOG [VAR=VALUE] [-- program flags]
     peak | tee "$tmp/peak.txt"
     own_all="" blas_all=""
     for r in $(seq "$rounds"); do
-        run "$tmp/own.jsonl" >/dev/null
-        run "$tmp/blas.jsonl" GC_CPU_GEMM=blas >/dev/null
+        run own --log "$tmp/own.jsonl" >/dev/null
+        run blas --log "$tmp/blas.jsonl" >/dev/null
         o=$(mean_ms "$tmp/own.jsonl") b=$(mean_ms "$tmp/blas.jsonl")
         own_all="$own_all $o" blas_all="$blas_all $b"
         echo "round $r: own GEMM $o ms/step | OpenBLAS $b ms/step"
@@ -57,8 +57,7 @@ run() {  # run LOG [VAR=VALUE] [-- program flags]
         printf "  own GEMM %.1f ms/step (best round %.1f), %.0f tok/s | OpenBLAS %.1f ms/step (best round %.1f), %.0f tok/s | own/OpenBLAS %.3f\n",
                o, mo, 256000 / o, b, mb, 256000 / b, o / b }'
     # where the time goes: one profiled run (own GEMM), then the peak again
-    env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE OMP_NUM_THREADS=2 \
-        "$tmp/train" --threads 2 --steps "$steps" --profile >"$tmp/prof.txt"
+    run own --profile >"$tmp/prof.txt"
     peak | tee -a "$tmp/peak.txt"
     pk=$(awk '{ s += $4; n++ } END { printf "%.1f", s / n }' "$tmp/peak.txt")
     awk -v pk="$pk" '/^profile:/ { step = $0; sub(/.*step /, "", step); sub(/ ms.*/, "", step) }
