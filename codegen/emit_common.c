@@ -13,7 +13,11 @@ void emit_tensor_ptr(FILE *f, const Graph *g, int t)
 {
     const Tensor *x = &g->t[t];
     static const char *const ctype[] = {"float", "gc_bf16", "int32_t"};
-    fprintf(f, "((%s *)(ctx->region[%d] + %zu))", ctype[x->dtype], (int)x->region, x->offset);
+    if (x->rank_stride)   /* this rank's shard */
+        fprintf(f, "((%s *)(ctx->region[%d] + %zu + (size_t)ctx->rank * %zu))", ctype[x->dtype], (int)x->region,
+                x->offset, x->rank_stride);
+    else
+        fprintf(f, "((%s *)(ctx->region[%d] + %zu))", ctype[x->dtype], (int)x->region, x->offset);
 }
 
 int ew_broadcast(const Graph *g, const Op *op)
@@ -183,6 +187,22 @@ void emit_kernel_call(FILE *f, const Graph *g, const Op *op)
         fprintf(f, "%ldL, ctx->lr, ctx->beta1, ctx->beta2, ctx->eps, %s, ctx->t);\n", in0->numel,
                 op->attr[0] != 0 ? "ctx->weight_decay" : "0.0f");
         return;
+    case OP_ALLREDUCE:
+        call_head(f, g, "gc_allreduce", op, NULL, 0);
+        fprintf(f, ", %ldL, %d);\n", in0->numel, op->attr[1] != 0);
+        return;
+    case OP_REDUCE_SCATTER:
+        call_head(f, g, "gc_reduce_scatter", op, NULL, 0);
+        fprintf(f, ", %ldL, %d);\n", out0->numel, op->attr[1] != 0);
+        return;
+    case OP_ALLGATHER:
+        call_head(f, g, "gc_allgather", op, NULL, 0);
+        fprintf(f, ", %ldL);\n", g->t[op->in[1]].numel);
+        return;
+    case OP_GATHER:
+        call_head(f, g, "gc_gather", op, NULL, 0);
+        fprintf(f, ", %ldL);\n", in0->numel);
+        return;
     default:
         IR_BUG("no kernel call for %s", op_info[op->kind].name);
     }
@@ -304,19 +324,40 @@ static void emit_prof_tables(FILE *f, const Graph *g)
     prof_free(&pt);
 }
 
+/* zero3: SHARDS[i] = {first element in the llm.c layout, elements} of each
+ * update's slice; rank r keeps elements [r·n/N, (r+1)·n/N) of it at element
+ * first/N of its params region. */
+static void emit_shards(FILE *f, const Graph *g)
+{
+    if (!g->params_sharded)
+        return;
+    fprintf(f, "static const long SHARDS[][2] = {\n");
+    for (int k = 0; k < g->nsched; k++) {
+        const Op *op = &g->ops[g->sched[k]];
+        if (op->kind != OP_ADAMW)
+            continue;
+        const Tensor *p = &g->t[op->in[0]];
+        fprintf(f, "    {%zuL, %ldL}, /* %s */\n", p->offset / dtype_size(p->dtype) * (size_t)g->nranks,
+                p->numel * g->nranks, p->name);
+    }
+    fprintf(f, "};\n\n");
+}
+
 void emit_program_struct(FILE *f, const Graph *g, const EmitOptions *opt)
 {
     emit_prof_tables(f, g);
     static const char *const init[] = {"GC_INIT_ZEROS", "GC_INIT_ZEROS", "GC_INIT_ONES", "GC_INIT_NORMAL"};
+    emit_shards(f, g);
     fprintf(f, "static const gc_param_info PARAMS[] = {\n");
-    long off = 0;
+    long off = 0, scale = g->params_sharded ? g->nranks : 1;   /* zero3: numel is one rank's */
     for (int i = 0; i < g->nparams; i++) {
         const Tensor *p = &g->t[g->params[i]];
-        fprintf(f, "    {\"%s\", %ldL, %ldL, %d, {", p->name, off, p->numel, p->rank);
+        long numel = p->numel * scale;
+        fprintf(f, "    {\"%s\", %ldL, %ldL, %d, {", p->name, off, numel, p->rank);
         for (int k = 0; k < p->rank; k++)
             fprintf(f, "%s%ldL", k ? ", " : "", p->shape[k]);
         fprintf(f, "}, %s, %.9ef, %d},\n", init[p->init], p->init_std, p->decay);
-        off += p->numel;
+        off += numel;
     }
     if (!g->nparams)
         fprintf(f, "    {\"\", 0, 0, 0, {0}, 0, 0.0f, 0},\n");
@@ -355,7 +396,13 @@ void emit_program_struct(FILE *f, const Graph *g, const EmitOptions *opt)
             g->beta1, g->beta2, g->eps, g->weight_decay);
     fprintf(f, "    .nprof = PROF_N,\n    .prof_label = PROF_LABEL,\n    .prof_calls = PROF_CALLS,\n"
                "    .prof_flops = PROF_FLOPS,\n");
-    fprintf(f, "    .run = run,\n};\n");
+    fprintf(f, "    .run = run,\n");
+    if (g->nranks > 1)    /* the process group: runtime/mpi/comm_mpi.c or runtime/cuda/comm_nccl.cu */
+        fprintf(f, "    .nranks = %d,\n    .split = \"%s\",\n    .comm = &gc_comm_group,\n", g->nranks,
+                g->split_name);
+    if (g->params_sharded)
+        fprintf(f, "    .nshards = (int)(sizeof SHARDS / sizeof SHARDS[0]),\n    .shards = SHARDS,\n");
+    fprintf(f, "};\n");
 }
 
 void emit_each_ew(FILE *f, const Graph *g, void (*define)(FILE *, const Graph *, const Op *))
@@ -396,8 +443,15 @@ static void emit_ew_call(FILE *f, const Graph *g, const Op *op)
             op->nin == 2 ? g->t[op->in[1]].numel : g->t[op->out[0]].numel, op->attr[0]);
 }
 
-static const char *phase_flag(Phase p)
+/* the GC_PHASE_* flag that runs op: a collective's `gate` attribute (the
+ * last one in ops.def) names the part of the step it belongs to */
+static const char *phase_flag(const Op *op)
 {
+    Phase p = op->phase;
+    if (p == PH_COMM) {
+        int gate = (int)op->attr[2];
+        p = gate == 4 ? PH_OPT : gate == 2 ? PH_BWD : PH_FWD;
+    }
     return p == PH_OPT ? "GC_PHASE_OPT" : p == PH_BWD ? "GC_PHASE_BWD" : "GC_PHASE_FWD";
 }
 
@@ -409,14 +463,14 @@ void emit_step_body(FILE *f, const Graph *g, const EmitOptions *opt)
     ProfTable pt;
     prof_table(g, &pt);
     fprintf(f, "    GC_PROF(ctx, -1);\n");
-    Phase open = (Phase)-1;
+    const char *open = NULL;
     for (int k = 0; k < g->nsched; k++) {
         const Op *op = &g->ops[g->sched[k]];
-        if (op->phase != open) {
-            if (open != (Phase)-1)
+        if (!open || strcmp(phase_flag(op), open)) {
+            if (open)
                 fprintf(f, "    }\n");
-            fprintf(f, "    if (phases & %s) {\n", phase_flag(op->phase));
-            open = op->phase;
+            open = phase_flag(op);
+            fprintf(f, "    if (phases & %s) {\n", open);
         }
         fprintf(f, "        /* %d %s %s", k, phase_name(op->phase), op->name);
         if (op->loc.line)
@@ -434,7 +488,7 @@ void emit_step_body(FILE *f, const Graph *g, const EmitOptions *opt)
             fprintf(f, "        gc_poison(ctx->region[%d] + %zu, %zu); /* %s */\n", (int)g->t[t].region,
                     g->t[t].offset, g->t[t].bytes, g->t[t].name);
     }
-    if (open != (Phase)-1)
+    if (open)
         fprintf(f, "    }\n");
     free(poison_at);
     free(next);

@@ -23,6 +23,21 @@ static json_t *dims_json(const Graph *g)
     return d;
 }
 
+/* the parallel split: the plan is rank 0's (every rank's plan is alike) */
+static json_t *split_json(const Graph *g)
+{
+    json_t *o = json_object();
+    int ncomm = 0;
+    for (int s = 0; s < g->nsched; s++)
+        ncomm += g->ops[g->sched[s]].phase == PH_COMM;
+    json_object_set_new(o, "kind", json_string(g->nranks > 1 ? g->split_name : "none"));
+    json_object_set_new(o, "ranks", jint(g->nranks));
+    json_object_set_new(o, "rank_shown", jint(0));
+    json_object_set_new(o, "collectives_per_step", jint(ncomm));
+    json_object_set_new(o, "bytes_sent_per_step", jint((long long)g->comm_bytes));
+    return o;
+}
+
 static json_t *schedule_json(const Graph *g)
 {
     json_t *a = json_array();
@@ -122,6 +137,7 @@ int emit_plan_json(FILE *f, const Graph *g, const EmitOptions *opt)
                         json_string(g->schedule_name ? g->schedule_name : ""));
     json_object_set_new(root, "no_reuse", json_boolean(g->no_reuse));
     json_object_set_new(root, "dims", dims_json(g));
+    json_object_set_new(root, "split", split_json(g));
     json_object_set_new(root, "schedule", schedule_json(g));
     for (int i = 0; i < g->nt; i++)
         json_array_append_new(tensors, tensor_json(&g->t[i]));

@@ -224,6 +224,9 @@ void emit_plan_svg(FILE *f, const Graph *g, const EmitOptions *opt)
             lb ? (double)arena / (double)lb : 1.0,
             g->schedule_name && *g->schedule_name ? g->schedule_name : "-",
             opt && opt->target ? opt->target : "cpu", g->no_reuse ? ", --no-reuse" : "");
+    if (g->nranks > 1)
+        fprintf(f, "<text x=\"%d\" y=\"38\" font-size=\"12\">split %s over %d ranks: one rank's plan; %s sent "
+                "per rank per step</text>\n", PX, g->split_name, g->nranks, human(g->comm_bytes, h1, sizeof h1));
     phases(f, g);
     tensors(f, g, handed, ymax);
     axes(f, g, ymax);

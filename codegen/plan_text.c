@@ -164,6 +164,23 @@ static void largest(FILE *f, const Graph *g, int top)
     free(v);
 }
 
+/* the parallel split: which, how many collectives, bytes sent per step */
+static void split(FILE *f, const Graph *g)
+{
+    if (g->nranks <= 1)
+        return;
+    char h[32];
+    int ncomm = 0;
+    for (int s = 0; s < g->nsched; s++)
+        ncomm += g->ops[g->sched[s]].phase == PH_COMM;
+    fprintf(f, "split: %s over %d ranks; this plan is one rank's (rank 0; all ranks plan alike)\n", g->split_name,
+            g->nranks);
+    fprintf(f, "  collectives: %d per step, %s (%.0f bytes) sent per rank per step (ring algorithms)\n", ncomm,
+            human((size_t)g->comm_bytes, h, sizeof h), g->comm_bytes);
+    if (g->split_report)
+        fputs(g->split_report, f);
+}
+
 void emit_plan_text(FILE *f, const Graph *g, const EmitOptions *opt)
 {
     fprintf(f, "memory plan: %s%s%s, target %s, schedule %s, %d steps, %d tensors\n",
@@ -176,6 +193,7 @@ void emit_plan_text(FILE *f, const Graph *g, const EmitOptions *opt)
             fprintf(f, " %s=%ld", g->dims[i].name, g->dims[i].value);
         fputc('\n', f);
     }
+    split(f, g);
     regions(f, g, opt);
     reuse(f, g);
     peak(f, g);

@@ -51,17 +51,28 @@ static const char *runtime_lib(void)
     return d && *d ? d : GC_RUNTIME_LIB;
 }
 
-static int build_cpu(const char *src, const char *exe, const DriverOptions *o)
+/* Split programs (g->nranks > 1) are built with mpicc and the MPI comm file. */
+static int build_cpu(const Graph *g, const char *src, const char *exe, const DriverOptions *o)
 {
+    int split = g->nranks > 1;
     char *inc = xasprintf("-I%s", runtime_dir());
     char *cbl = xasprintf("-I%s", GC_CBLAS_INCLUDE);
-    char *cc = xstrdup(o->cc);
-    char *argv[] = {cc, "-std=c11", "-O3", "-march=native", "-fopenmp", "-w", inc, cbl, "-o", (char *)exe,
-                    (char *)src, (char *)runtime_lib(), GC_OPENBLAS_LIB, "-lm", NULL};
+    char *cc = xstrdup(split ? o->mpicc : o->cc);
+    char *comm = xasprintf("%s/mpi/comm_mpi.c", runtime_dir());
+    char *argv[20] = {cc, "-std=c11", "-O3", "-march=native", "-fopenmp", "-w", inc, cbl, "-o", (char *)exe,
+                      (char *)src};
+    int n = 11;
+    if (split)
+        argv[n++] = comm;
+    argv[n++] = (char *)runtime_lib();
+    argv[n++] = GC_OPENBLAS_LIB;
+    argv[n++] = "-lm";
+    argv[n] = NULL;
     int rc = run_command(argv, o->verbose);
     free(inc);
     free(cbl);
     free(cc);
+    free(comm);
     return rc;
 }
 
@@ -71,8 +82,29 @@ static const char *runtime_host_lib(void)
     return d && *d ? d : GC_RUNTIME_HOST_LIB;
 }
 
-/* nvcc for every architecture of --gpu-arch, with the CUDA runtime sources */
-static int build_cuda(const char *src, const char *exe, const DriverOptions *o)
+/* The -I, -L and -l words of `MPICC --showme:WHAT` (Open MPI's wrapper
+ * flags), appended to argv[*n..max) and to keep (freed by the caller). */
+static int mpi_flags(const char *mpicc, const char *what, char **argv, int *n, int max, char **keep, int *nkeep)
+{
+    char *cmd = xasprintf("%s --showme:%s 2>/dev/null", mpicc, what);
+    FILE *p = popen(cmd, "r");
+    free(cmd);
+    if (!p)
+        return -1;
+    char line[4096] = "";
+    int got = fgets(line, sizeof line, p) != NULL;
+    int rc = pclose(p);
+    if (!got || rc != 0)
+        return -1;
+    for (char *w = strtok(line, " \t\n"); w && *n < max && *nkeep < 28; w = strtok(NULL, " \t\n"))
+        if (!strncmp(w, "-I", 2) || !strncmp(w, "-L", 2) || !strncmp(w, "-l", 2))
+            argv[(*n)++] = keep[(*nkeep)++] = xstrdup(w);
+    return 0;
+}
+
+/* nvcc for every architecture of --gpu-arch, with the CUDA runtime sources;
+ * split programs add NCCL and MPI (flags from the MPI wrapper compiler). */
+static int build_cuda(const Graph *g, const char *src, const char *exe, const DriverOptions *o)
 {
     char *argv[64];
     int n = 0;
@@ -96,6 +128,18 @@ static int build_cuda(const char *src, const char *exe, const DriverOptions *o)
     argv[n++] = (char *)src;
     argv[n++] = KEEP(xasprintf("%s/cuda/kernels_cuda.cu", runtime_dir()));
     argv[n++] = KEEP(xasprintf("%s/cuda/device_cuda.cu", runtime_dir()));
+    if (g->nranks > 1) {
+        argv[n++] = KEEP(xasprintf("%s/cuda/comm_nccl.cu", runtime_dir()));
+        if (mpi_flags(o->mpicc, "compile", argv, &n, 50, tofree, &nfree) ||
+            mpi_flags(o->mpicc, "link", argv, &n, 50, tofree, &nfree)) {
+            fprintf(stderr, "gcompile: error: '%s --showme' did not give MPI's flags (a split CUDA program needs "
+                            "MPI and NCCL; --mpicc names the MPI wrapper)\n", o->mpicc);
+            for (int i = 0; i < nfree; i++)
+                free(tofree[i]);
+            return 1;
+        }
+        argv[n++] = "-lnccl";
+    }
     argv[n++] = (char *)runtime_host_lib();
     argv[n++] = "-lcublasLt";
     argv[n++] = "-lcublas";
@@ -115,6 +159,7 @@ int driver_build(const Graph *g, const DriverOptions *o)
     int cuda = !strcmp(o->emit.target, "cuda");
     if (driver_check_trainer(g))
         return 1;
+
     const char *out = o->output ? o->output : "train";
     const char *tmpdir = getenv("TMPDIR");
     char *dir = xasprintf("%s/gcompile.XXXXXX", tmpdir && *tmpdir ? tmpdir : "/tmp");
@@ -139,7 +184,7 @@ int driver_build(const Graph *g, const DriverOptions *o)
         fprintf(stderr, "gcompile: error: cannot write '%s'\n", src);
         goto cleanup;
     }
-    if ((cuda ? build_cuda(src, exe, o) : build_cpu(src, exe, o)) != 0) {
+    if ((cuda ? build_cuda(g, src, exe, o) : build_cpu(g, src, exe, o)) != 0) {
         fprintf(stderr, "gcompile: error: the %s compiler failed on the generated program (kept in %s)\n",
                 cuda ? "CUDA" : "C", dir);
         free(src);

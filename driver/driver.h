@@ -22,6 +22,10 @@ typedef struct DriverOptions {
     const char *cc;
     const char *nvcc;
     const char *gpu_arch;    /* "sm_80,sm_90" */
+    SplitSpec split;         /* --gpus N --split KIND (the candidate being planned, under auto) */
+    int split_auto;          /* --split auto: candidates still being weighed (split_auto.c) */
+    const char *interconnect;   /* nvlink | pcie | ib */
+    const char *mpicc;       /* C compiler of split CPU programs (default: mpicc) */
 } DriverOptions;
 
 /* ---------------------------------------------------------------- output.c */
@@ -38,6 +42,13 @@ int driver_check_budget(const Graph *g, const DriverOptions *o);
 int driver_check_trainer(const Graph *g);
 /* "1.50 GiB" */
 const char *human_bytes(char *buf, size_t n, double bytes);
+
+/* ---------------------------------------------------------------- split_auto.c */
+/* --split auto: called with each planned graph. Records the candidate and
+ * sets o->split to the next one (returns 1: plan again), or, when all are
+ * weighed, to the chosen one (1: plan it), or keeps the chosen graph, with
+ * the candidates in g->split_report (0). -1 after an error (none fits). */
+int driver_split_auto(Graph *g, DriverOptions *o);
 
 /* ---------------------------------------------------------------- build.c */
 /* Emits the program, compiles and links it to o->output (default "train"). */

@@ -33,7 +33,15 @@ static void usage(FILE *f)
         "      --mem SIZE         per-device memory budget, e.g. 24GiB, 80GB, 512MiB;\n"
         "                         a plan that does not fit is rejected with numbers\n"
         "                         (recompute/micro-batch search: not implemented yet)\n"
-        "      --gpus N           devices (only 1 is implemented yet)\n"
+        "      --gpus N           devices: one process per device, started with\n"
+        "                         mpirun -np N ./train (MPI on cpu, NCCL on cuda); the\n"
+        "                         plan and every artifact are one rank's\n"
+        "      --split KIND       how --gpus N > 1 splits the step: dp (data parallel:\n"
+        "                         each rank B rows of a global batch of N*B rows,\n"
+        "                         gradients all-reduced per layer as the backward\n"
+        "                         makes them; default). Not implemented yet: auto,\n"
+        "                         zero1, zero2, zero3, tp=K\n"
+        "      --mpicc CMD        C compiler of split CPU programs (default: mpicc)\n"
         "      --schedule S       plain | fused-opt (optimizer update right after\n"
         "                         each parameter's last gradient write; default)\n"
         "      --emit KIND        write one artifact instead of building:\n"
@@ -72,12 +80,34 @@ static long long parse_size(const char *s)
     return -1;
 }
 
+/* --split KIND: auto | dp | zero1 | zero2 | zero3 | tp=K */
+static int parse_split(const char *s, SplitSpec *sp)
+{
+    static const char *const names[] = {"dp", "zero1", "zero2", "zero3"};
+    static const SplitKind kinds[] = {SPLIT_DP, SPLIT_ZERO1, SPLIT_ZERO2, SPLIT_ZERO3};
+    for (int i = 0; i < 4; i++)
+        if (!strcmp(s, names[i])) {
+            sp->kind = kinds[i];
+            return 0;
+        }
+    if (!strcmp(s, "auto")) {
+        sp->kind = SPLIT_AUTO;
+        return 0;
+    }
+    if (!strncmp(s, "tp=", 3)) {
+        fprintf(stderr, "gcompile: error: --split %s: not implemented yet (dp, zero1, zero2 are)\n", s);
+        return 1;
+    }
+    fprintf(stderr, "gcompile: error: --split must be auto, dp, zero1, zero2, zero3 or tp=K, got '%s'\n", s);
+    return 1;
+}
+
 static const char *const emit_kinds[] = {"ir", "summary", "c", "cuda", "plan", "plan-text", "plan-svg", NULL};
 
 static int parse_args(int argc, char **argv, DriverOptions *o)
 {
     enum { O_CONFIG = 256, O_TARGET, O_PRECISION, O_MEM, O_GPUS, O_EMIT, O_NOREUSE, O_VERSION,
-           O_SCHEDULE, O_POISON, O_CC, O_NVCC, O_ARCH, O_NOFUSE };
+           O_SCHEDULE, O_POISON, O_CC, O_NVCC, O_ARCH, O_NOFUSE, O_SPLIT, O_MPICC, O_INTERCONNECT };
     static const struct option longopts[] = {
         {"output", required_argument, 0, 'o'}, {"config", required_argument, 0, O_CONFIG},
         {"target", required_argument, 0, O_TARGET}, {"precision", required_argument, 0, O_PRECISION},
@@ -86,6 +116,8 @@ static int parse_args(int argc, char **argv, DriverOptions *o)
         {"schedule", required_argument, 0, O_SCHEDULE}, {"poison", no_argument, 0, O_POISON},
         {"cc", required_argument, 0, O_CC}, {"nvcc", required_argument, 0, O_NVCC},
         {"gpu-arch", required_argument, 0, O_ARCH}, {"no-fuse", no_argument, 0, O_NOFUSE}, {"verbose", no_argument, 0, 'v'},
+        {"split", required_argument, 0, O_SPLIT}, {"mpicc", required_argument, 0, O_MPICC},
+        {"interconnect", required_argument, 0, O_INTERCONNECT},
         {"help", no_argument, 0, 'h'}, {"version", no_argument, 0, O_VERSION}, {0, 0, 0, 0},
     };
     int c;
@@ -164,6 +196,18 @@ static int parse_args(int argc, char **argv, DriverOptions *o)
             }
             break;
         case O_POISON: o->emit.poison = 1; break;
+        case O_SPLIT:
+            if (parse_split(optarg, &o->split))
+                return 1;
+            break;
+        case O_MPICC: o->mpicc = optarg; break;
+        case O_INTERCONNECT:
+            if (strcmp(optarg, "nvlink") && strcmp(optarg, "pcie") && strcmp(optarg, "ib")) {
+                fprintf(stderr, "gcompile: error: --interconnect must be nvlink, pcie or ib, got '%s'\n", optarg);
+                return 1;
+            }
+            o->interconnect = optarg;
+            break;
         case O_CC: o->cc = optarg; break;
         case O_NVCC: o->nvcc = optarg; break;
         case O_ARCH:
@@ -208,10 +252,14 @@ static int parse_args(int argc, char **argv, DriverOptions *o)
         fprintf(stderr, "gcompile: error: --precision bf16 needs --target cuda (the CPU target is fp32)\n");
         return 1;
     }
-    if (o->gpus > 1) {
-        fprintf(stderr, "gcompile: error: --gpus %d: the parallel split is not implemented yet (1 device only)\n",
-                o->gpus);
-        return 1;
+    o->split.ranks = o->gpus;
+    if (o->gpus == 1)
+        o->split.kind = SPLIT_NONE;
+    else if (o->split.kind == SPLIT_NONE)
+        o->split.kind = SPLIT_DP;
+    if (o->split.kind == SPLIT_AUTO) {     /* driver/split_auto.c plans each candidate in turn */
+        o->split_auto = 1;
+        o->split.kind = SPLIT_DP;
     }
     return 0;
 }
@@ -235,7 +283,7 @@ int main(int argc, char **argv)
 {
     DriverOptions o = {
         .output = NULL, .schedule = SCHED_FUSED_OPT, .gpus = 1, .cc = "cc", .nvcc = "nvcc",
-        .gpu_arch = "sm_80,sm_90",
+        .gpu_arch = "sm_80,sm_90", .mpicc = "mpicc", .interconnect = "nvlink",
         .emit = {.target = "cuda", .precision = "fp32"},
     };
     if (parse_args(argc, argv, &o))
@@ -246,6 +294,7 @@ int main(int argc, char **argv)
     PASS(&o, "parse", ast = parse_file(o.input));
     if (!ast || diag_count())
         goto done;
+plan_again:   /* --split auto plans each candidate split, then the chosen one */
     PASS(&o, "build", g = ir_build(ast, &o.build));
     if (!g)
         goto done;
@@ -267,6 +316,10 @@ int main(int argc, char **argv)
         PASS(&o, "split-upd", pass_split_updates(g));
         ir_verify(g);
     }
+    PASS(&o, "split", pass_split(g, &o.split));
+    if (diag_count())
+        goto done;
+    ir_verify(g);
     PASS(&o, "schedule", pass_schedule(g, o.schedule));
     if (!strcmp(o.emit.target, "cuda"))
         pass_workspace(g, (size_t)32 << 20);   /* cuBLASLt + reductions (gc_cuda.h) */
@@ -276,6 +329,15 @@ int main(int argc, char **argv)
     ir_verify(g);
     char err[512];
     PASS(&o, "plancheck", if (plan_check(g, err, sizeof err) != 0) IR_BUG("plan check failed: %s", err));
+    if (o.split_auto) {
+        int next = driver_split_auto(g, &o);
+        if (next < 0)
+            goto done;
+        if (next) {
+            graph_free(g);
+            goto plan_again;
+        }
+    }
     if (driver_check_budget(g, &o))
         goto done;
     rc = o.emit_kind ? driver_emit(g, &o) : driver_build(g, &o);

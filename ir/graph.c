@@ -29,6 +29,8 @@ Graph *graph_new(const char *file)
     g->eps = 1e-8;
     g->weight_decay = 0.0;
     g->schedule_name = "";
+    g->nranks = 1;
+    g->split_name = "";
     return g;
 }
 
@@ -50,6 +52,7 @@ void graph_free(Graph *g)
     free(g->params);
     free(g->inputs);
     free(g->sched);
+    free(g->split_report);
     free(g);
 }
 

@@ -100,6 +100,7 @@ typedef struct Tensor {
     /* views: storage is view_of's, starting view_offset bytes in */
     int view_of;            /* tensor id or -1 */
     size_t view_offset;
+    size_t rank_stride;     /* views: bytes further in per rank (a ZeRO shard); 0: alike on all ranks */
     /* parameters */
     InitKind init;
     double init_std;
@@ -153,6 +154,13 @@ typedef struct Graph {
     size_t region_lower_bound[RG_COUNT];
     int no_reuse;               /* --no-reuse: every tensor its own storage */
     const char *schedule_name;  /* which schedule was used, for the plan */
+    /* parallel split (passes/split.c): the plan is one rank's */
+    int nranks;                 /* processes the step is split over (1: none) */
+    const char *split_name;     /* "dp", "zero1", …; "" when not split */
+    double comm_bytes;          /* bytes one rank sends per step (ring algorithms) */
+    int grads_persist;          /* zero1: gradients stay whole in the grads region */
+    int params_sharded;         /* zero3: the params region holds this rank's 1/nranks of each update */
+    char *split_report;         /* --split auto: the candidates weighed (plan-text), or NULL */
 } Graph;
 
 Graph *graph_new(const char *file);

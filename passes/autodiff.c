@@ -384,6 +384,10 @@ static void grad_internal(AD *ad, const Op *op, int dy)
 #define RULE_FILL grad_internal
 #define RULE_ADAMW grad_internal
 #define RULE_MATMUL_BIAS grad_internal
+#define RULE_ALLREDUCE grad_internal
+#define RULE_REDUCE_SCATTER grad_internal
+#define RULE_ALLGATHER grad_internal
+#define RULE_GATHER grad_internal
 
 static const GradFn grad_rule[OP_COUNT] = {
 #define OP(E, name, nin, nout, attrs, cls) [OP_##E] = RULE_##E,

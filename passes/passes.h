@@ -43,6 +43,19 @@ void pass_precision(Graph *g);
  * per slice, so each layer's gradient dies at its own update. */
 void pass_split_updates(Graph *g);
 
+/* ---------------------------------------------------------------- split.c */
+typedef enum SplitKind { SPLIT_NONE, SPLIT_DP, SPLIT_ZERO1, SPLIT_ZERO2, SPLIT_ZERO3, SPLIT_TP, SPLIT_AUTO } SplitKind;
+typedef struct SplitSpec {
+    SplitKind kind;
+    int ranks;        /* processes (--gpus) */
+} SplitSpec;
+const char *split_kind_name(SplitKind k);
+/* Splits the step over s->ranks processes (one plan per rank): inserts the
+ * collectives (phase comm, outputs of kind comm in the arena) and sets
+ * g->nranks, g->split_name, g->comm_bytes. Nothing for one rank. Run after
+ * split_updates, before schedule. */
+void pass_split(Graph *g, const SplitSpec *s);
+
 /* ---------------------------------------------------------------- workspace.c */
 /* Adds the runtime scratch the target needs as a planned arena tensor named
  * "runtime.workspace" (live for the whole step): the CUDA target's cuBLASLt

@@ -1,7 +1,8 @@
 /* schedule.c — the final op order.
  *
  * plain:     forward ops, backward ops, then every optimizer update, each in
- *            creation order (creation order is a valid topological order).
+ *            creation order (creation order is a valid topological order);
+ *            collectives (phase comm) as soon as their inputs are ready.
  * fused-opt: forward and backward as above, but each parameter's AdamW update
  *            runs right after the last op that touches the parameter or its
  *            gradient. A gradient then dies at its update, so parameter
@@ -36,7 +37,7 @@ static void last_touch(const Graph *g, const int *order, int n, const int *opt, 
     for (int k = 0; k < nopt; k++) {
         const Op *u = &g->ops[opt[k]];
         last[k] = -1;
-        for (int w = 0; w < 2; w++) {        /* the parameter (slice), the gradient */
+        for (int w = 0; w < 2 && w < u->nin; w++) {   /* the parameter (slice), the gradient */
             size_t off;
             int r = graph_root(g, u->in[w], &off);
             size_t lo = off, hi = off + g->t[u->in[w]].bytes;
@@ -45,6 +46,21 @@ static void last_touch(const Graph *g, const int *order, int n, const int *opt, 
                     last[k] = acc[r][e].pos;
                     break;
                 }
+        }
+    }
+    /* an op of the list never runs before an earlier one of the list that
+     * touches the same bytes of its first input (a ZeRO all-gather after its
+     * update) */
+    for (int k = 0; k < nopt; k++) {
+        size_t off;
+        const Op *u = &g->ops[opt[k]];
+        int r = graph_root(g, u->in[0], &off);
+        for (int j = 0; j < k; j++) {
+            size_t oj;
+            const Op *e = &g->ops[opt[j]];
+            if (graph_root(g, e->in[0], &oj) == r && oj < off + g->t[u->in[0]].bytes &&
+                off < oj + g->t[e->in[0]].bytes && last[j] > last[k])
+                last[k] = last[j];
         }
     }
     for (int t = 0; t < g->nt; t++)
@@ -109,13 +125,29 @@ static void topo_order(const Graph *g, const int *ops, int n, int *out)
             last_w[r] = op->id;
         }
     }
-    /* Kahn's algorithm, smallest ready id first (a binary heap) */
+    /* Kahn's algorithm, smallest ready key first (a binary heap of ids). The
+     * key of an op is 2·id; a collective that reduces (phase comm) gets
+     * 2·(id - nops), so it runs as soon as its inputs are ready and can
+     * overlap the compute after it; a gather (ZeRO-3) gets 2·c - 1 for its
+     * first reader c, so it runs just before that reader needs it. */
+    long *key = xmalloc((size_t)g->nops * sizeof(long));
+    for (int o = 0; o < g->nops; o++)
+        key[o] = g->ops[o].kind == OP_GATHER ? 2L * g->nops
+               : g->ops[o].phase == PH_COMM ? 2L * (o - g->nops) : 2L * o;
+    for (int k = 0; k < n; k++) {
+        const Op *op = &g->ops[ops[k]];
+        for (int i = 0; i < op->nin; i++) {
+            int w = g->t[graph_root(g, op->in[i], NULL)].producer;
+            if (w >= 0 && g->ops[w].kind == OP_GATHER && 2L * op->id - 1 < key[w])
+                key[w] = 2L * op->id - 1;
+        }
+    }
     int *heap = xmalloc((size_t)(n + 1) * sizeof(int)), nh = 0, nout = 0;
     char *member = xcalloc((size_t)g->nops, 1);
     for (int k = 0; k < n; k++)
         member[ops[k]] = 1;
 #define PUSH(x) do { int i_ = nh++; heap[i_] = (x); \
-        while (i_ && heap[(i_ - 1) / 2] > heap[i_]) { int p_ = (i_ - 1) / 2, t_ = heap[p_]; \
+        while (i_ && key[heap[(i_ - 1) / 2]] > key[heap[i_]]) { int p_ = (i_ - 1) / 2, t_ = heap[p_]; \
             heap[p_] = heap[i_]; heap[i_] = t_; i_ = p_; } } while (0)
     for (int k = 0; k < n; k++)
         if (d.indeg[ops[k]] == 0)
@@ -125,8 +157,8 @@ static void topo_order(const Graph *g, const int *ops, int n, int *out)
         heap[0] = heap[--nh];
         for (int i = 0;;) {     /* sift down */
             int l = 2 * i + 1, r = l + 1, m = i;
-            if (l < nh && heap[l] < heap[m]) m = l;
-            if (r < nh && heap[r] < heap[m]) m = r;
+            if (l < nh && key[heap[l]] < key[heap[m]]) m = l;
+            if (r < nh && key[heap[r]] < key[heap[m]]) m = r;
             if (m == i) break;
             int t = heap[m]; heap[m] = heap[i]; heap[i] = t; i = m;
         }
@@ -136,6 +168,7 @@ static void topo_order(const Graph *g, const int *ops, int n, int *out)
                 PUSH(d.to[e]);
     }
 #undef PUSH
+    free(key);
     if (nout != n)
         IR_BUG("schedule: dependency cycle (%d of %d ops ordered)", nout, n);
     for (int t = 0; t < g->nt; t++)
@@ -151,6 +184,10 @@ static void topo_order(const Graph *g, const int *ops, int n, int *out)
     free(d.to);
 }
 
+/* A collective that runs with the updates (gate GC_PHASE_OPT: the all-gather
+ * of updated ZeRO shards) is ordered with them, after the update it follows. */
+static int after_update(const Op *op) { return (int)op->attr[2] == 4; }
+
 void pass_schedule(Graph *g, ScheduleKind kind)
 {
     free(g->sched);
@@ -159,14 +196,15 @@ void pass_schedule(Graph *g, ScheduleKind kind)
     int *fb = xmalloc((size_t)g->nops * sizeof(int)), nfb = 0;
     int *opt = xmalloc((size_t)g->nops * sizeof(int)), nopt = 0;
     for (int o = 0; o < g->nops; o++)
-        if (!g->ops[o].dead && (g->ops[o].phase == PH_FWD || g->ops[o].phase == PH_BWD))
+        if (!g->ops[o].dead && (g->ops[o].phase == PH_FWD || g->ops[o].phase == PH_BWD ||
+                                (g->ops[o].phase == PH_COMM && !after_update(&g->ops[o]))))
             fb[nfb++] = o;
     int *ordered = xmalloc((size_t)(nfb ? nfb : 1) * sizeof(int));
     topo_order(g, fb, nfb, ordered);
     free(fb);
     fb = ordered;
     for (int o = 0; o < g->nops; o++)
-        if (!g->ops[o].dead && g->ops[o].phase == PH_OPT)
+        if (!g->ops[o].dead && (g->ops[o].phase == PH_OPT || (g->ops[o].phase == PH_COMM && after_update(&g->ops[o]))))
             opt[nopt++] = o;
     if (kind == SCHED_PLAIN) {
         for (int k = 0; k < nfb; k++)
@@ -198,7 +236,7 @@ void pass_schedule(Graph *g, ScheduleKind kind)
         free(next);
         free(last);
         g->schedule_name = "fused-opt";
-        for (int t = 0; t < g->nt; t++)          /* gradients (and their views) */
+        for (int t = 0; t < g->nt && !g->grads_persist; t++)   /* gradients (and their views) */
             if (g->t[t].region == RG_GRADS)
                 g->t[t].region = RG_ARENA;
     }

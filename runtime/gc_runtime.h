@@ -105,6 +105,35 @@ void gc_adamw(float *p, const float *g, float *m, float *v, long n, float lr,
 /* Fill `bytes` bytes at p with quiet NaNs (debug builds: end of a lifetime). */
 void gc_poison(void *p, size_t bytes);
 
+/* ---------------------------------------------------------------- mpi/comm_mpi.c / cuda/comm_nccl.cu */
+/* Collectives of programs split over ranks (gcompile --gpus N > 1); only
+ * those programs link a comm file. Every rank ends with the same bits.
+ * out = sum over ranks of in (n elements), divided by the rank count when
+ * avg; out may equal in. */
+void gc_allreduce(float *out, const float *in, long n, int avg);
+/* out (n elements) = this rank's n elements of the sum (mean when avg) over
+ * ranks of in (nranks * n elements): elements [rank*n, rank*n + n). */
+void gc_reduce_scatter(float *out, const float *in, long n, int avg);
+/* In place: rank r's n elements, at whole + r*n on rank r (`part`), end up
+ * at whole + r*n on every rank. */
+void gc_allgather(float *whole, const float *part, long n);
+/* out (nranks * n elements) = every rank's in (n elements) in rank order. */
+void gc_gather(float *out, const float *in, long n);
+
+/* The process group as gc_main sees it (host side). */
+typedef struct gc_comm {
+    /* joins the group; 0, or -1 with a one-line reason in err */
+    int (*init)(int *rank, int *nranks, char *err, size_t errlen);
+    void (*finalize)(void);
+    /* x[0..n) = sum over ranks of x[0..n) (host doubles) */
+    void (*sum_doubles)(double *x, int n);
+    /* ends every rank of the group with this exit status */
+    void (*abort)(int status);
+    /* in place on the host: rank r's n floats at whole + r*n go to every rank */
+    void (*allgather_floats)(float *whole, long n);
+} gc_comm;
+extern const gc_comm gc_comm_group;
+
 /* ---------------------------------------------------------------- device_cpu.c / device_cuda.cu */
 /* The target's memory, seen by train_main.c. On the CPU these are malloc and
  * memcpy; on CUDA cudaMalloc/cudaMemcpy with every call checked (file:line). */
@@ -147,6 +176,7 @@ typedef struct gc_ctx {
     void *user;                  /* target-specific (CUDA stream, handles) */
     double *prof;                /* --profile: seconds per profile category, else NULL */
     double prof_t0;              /* time of the last gc_prof_mark */
+    int rank, nranks;            /* this process in the group (0 of 1 when not split) */
 } gc_ctx;
 
 /* --profile: the emitted step calls GC_PROF(ctx, -1) on entry and
@@ -187,6 +217,14 @@ typedef struct gc_program {
     const double *prof_flops;     /* flops per step */
     /* runs the ops of the given phases (GC_PHASE_* mask) in schedule order */
     void (*run)(gc_ctx *ctx, int phases);
+    /* split programs (--gpus N > 1): ranks, split name, the group; else 0, NULL, NULL */
+    int nranks;
+    const char *split;
+    const gc_comm *comm;
+    /* zero3: the params region holds this rank's shard of each update slice
+     * {first element in the llm.c layout, elements} (see gcrt_params_to_shards) */
+    int nshards;
+    const long (*shards)[2];
 } gc_program;
 
 /* The emitted program's main(): parses flags (--help lists them), allocates

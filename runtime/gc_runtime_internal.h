@@ -83,6 +83,17 @@ int gcrt_ckpt_save(const char *path, const gc_program *prog, const float *params
  * --save path fails before training rather than after. */
 int gcrt_ckpt_probe(const char *path, char *err, size_t errlen);
 
+/* ---------------------------------------------------------------- ranks.c */
+/* Rank `rank` of `nranks`'s part (BT tokens) of the next global batch of
+ * nranks·BT tokens: the rows one process with nranks·B rows would give it;
+ * advances and wraps by the global batch (gcrt_shard_next for one rank). */
+void gcrt_shard_next_rank(gcrt_shard *s, int32_t *inputs, int32_t *targets, long BT, int rank, int nranks);
+/* zero3 (prog->nshards > 0): this rank's shards (its params region) from
+ * the whole parameters, and back: the latter is collective (every rank
+ * calls it; every rank ends with the whole parameters). */
+void gcrt_params_to_shards(const gc_program *p, const float *whole, float *shards, int rank, int nranks);
+void gcrt_params_from_shards(const gc_program *p, const float *shards, float *whole, int rank, int nranks);
+
 /* ---------------------------------------------------------------- corpus.c */
 /* The built-in training text: plain ASCII prose, about 30 KB, assembled once. */
 const char *gcrt_corpus(size_t *len);

@@ -298,7 +298,7 @@ static int check_program(const gc_program *p, const options *o)
             return errorf("internal: parameter %s [%ld, +%ld) lies outside the %ld parameter elements",
                           q->name, q->offset, q->numel, p->nparam_elems);
     }
-    if (!in_region(0, 4.0 * (double)p->nparam_elems, p->region_bytes[GC_REGION_PARAMS]))
+    if (!in_region(0, 4.0 * (double)p->nparam_elems / (p->nshards ? p->nranks : 1), p->region_bytes[GC_REGION_PARAMS]))
         return errorf("internal: params region (%zu bytes) is smaller than %ld parameters",
                       p->region_bytes[GC_REGION_PARAMS], p->nparam_elems);
     if (!in_region(p->tokens_off, 4 * bt, arena) || !in_region(p->targets_off, 4 * bt, arena) ||
@@ -429,6 +429,9 @@ static void print_header(const gc_program *p)
             printf(" %s=%ld", names[i], dims[i]);
     printf("\nparameters: %s in %d tensors\n", grouped(p->nparam_elems, b1, sizeof b1), p->nparams);
     printf("plan: %s\n", p->plan_summary ? p->plan_summary : "-");
+    if (p->nranks > 1)
+        printf("split: %s over %d ranks (this plan is one rank's); global batch %ld rows of T = %ld\n", p->split,
+               p->nranks, p->B * p->nranks, p->T);
     printf("memory: %s bytes in regions params %zu | grads %zu | optstate %zu | arena %zu\n",
            grouped((long long)total_region_bytes(p), b2, sizeof b2), p->region_bytes[0],
            p->region_bytes[1], p->region_bytes[2], p->region_bytes[3]);
@@ -450,18 +453,19 @@ static int open_data(state *st)
     const gc_program *p = st->prog;
     char err[512];
     int rc;
+    long need = st->BT * st->ctx.nranks + 1;   /* one global batch */
     if (st->o.data) {
-        rc = gcrt_shard_open(&st->train, st->o.data, st->BT + 1, p->V, err, sizeof err);
+        rc = gcrt_shard_open(&st->train, st->o.data, need, p->V, err, sizeof err);
     } else {
         if (p->V < 256)
             return errorf("the built-in corpus is byte-level and needs V >= 256, but this program has V = %ld; "
                           "pass --data FILE or compile with V >= 256", p->V);
         size_t n;
         const char *text = gcrt_corpus(&n);
-        rc = gcrt_shard_from_text(&st->train, "built-in corpus", text, n, st->BT + 1, p->V, err, sizeof err);
+        rc = gcrt_shard_from_text(&st->train, "built-in corpus", text, n, need, p->V, err, sizeof err);
     }
     if (rc == 0 && st->o.val_data) {
-        rc = gcrt_shard_open(&st->val, st->o.val_data, st->BT + 1, p->V, err, sizeof err);
+        rc = gcrt_shard_open(&st->val, st->o.val_data, need, p->V, err, sizeof err);
         st->have_val = rc == 0;
     }
     if (rc != 0)
@@ -477,6 +481,8 @@ static int open_data(state *st)
 static int open_outputs(state *st)
 {
     char err[512];
+    if (st->ctx.rank != 0)     /* split programs: rank 0 logs and saves */
+        return 0;
     if (st->o.save && gcrt_ckpt_probe(st->o.save, err, sizeof err) != 0)
         return errorf("%s", err);
     if (st->o.log) {
@@ -531,8 +537,19 @@ static void alloc_regions(state *st)
     if (before > 0)     /* a device that reports free memory: planned vs measured */
         printf("device memory: planned %zu bytes, measured %zu bytes (free memory before - after allocating)\n",
                total_region_bytes(p), before - after);
-    if (p->nparam_elems)
+    if (p->nparam_elems && p->nshards) {       /* zero3: this rank's shards */
+        long n = p->nparam_elems / st->ctx.nranks;
+        float *shards = malloc((size_t)n * sizeof *shards);
+        if (!shards) {
+            fprintf(stderr, "error: out of host memory\n");
+            exit(1);
+        }
+        gcrt_params_to_shards(p, st->params, shards, st->ctx.rank, st->ctx.nranks);
+        gc_device_upload(st->ctx.region[GC_REGION_PARAMS], shards, (size_t)n * 4);
+        free(shards);
+    } else if (p->nparam_elems) {
         gc_device_upload(st->ctx.region[GC_REGION_PARAMS], st->params, (size_t)p->nparam_elems * 4);
+    }
     st->ctx.lr = st->o.lr, st->ctx.beta1 = st->o.beta1, st->ctx.beta2 = st->o.beta2;
     st->ctx.eps = st->o.eps, st->ctx.weight_decay = st->o.wd;
     st->ctx.t = 1;
@@ -571,13 +588,23 @@ static float read_loss(state *st)
     return loss;
 }
 
-/* Next batch of sh, then the given phases; returns the loss. */
+/* Next batch of sh (this rank's rows of it), then the given phases; returns
+ * the loss (the mean over ranks when split). */
 static float run_batch(state *st, gcrt_shard *sh, int phases)
 {
-    gcrt_shard_next(sh, st->inputs, st->targets, st->BT);
+    if (st->ctx.nranks > 1)
+        gcrt_shard_next_rank(sh, st->inputs, st->targets, st->BT, st->ctx.rank, st->ctx.nranks);
+    else
+        gcrt_shard_next(sh, st->inputs, st->targets, st->BT);
     upload_batch(st);
     st->prog->run(&st->ctx, phases);
-    return read_loss(st);
+    float loss = read_loss(st);
+    if (st->ctx.nranks > 1) {
+        double sum = loss;
+        st->prog->comm->sum_doubles(&sum, 1);
+        loss = (float)(sum / st->ctx.nranks);
+    }
+    return loss;
 }
 
 /* Mean forward loss over the first --val-batches batches of the val shard. */
@@ -601,7 +628,7 @@ static int validate(state *st, double *out)
 static void report_step(state *st, long step, float loss, double ms, double val)
 {
     const gc_program *p = st->prog;
-    double tps = (double)st->BT / (ms / 1e3), peak = gc_device_peak_flops(p->bf16);
+    double tps = (double)st->BT * st->ctx.nranks / (ms / 1e3), peak = gc_device_peak_flops(p->bf16);
     printf("step %4ld/%ld | loss %.6f | %.1f ms | %.0f tok/s", step, st->o.steps, loss, ms, tps);
     if (peak > 0 && p->flops_per_step > 0)
         printf(" | MFU %.1f%%", 100.0 * p->flops_per_step / (ms / 1e3) / peak);
@@ -650,7 +677,7 @@ static int train(state *st)
     if (st->o.steps > 0) {
         double mean = sum_ms / (double)(st->o.steps > 1 ? st->o.steps - 1 : 1);
         printf("done: %ld steps | %.1f ms/step | %.0f tok/s%s\n", st->o.steps, mean,
-               (double)st->BT / (mean / 1e3), st->o.steps > 1 ? " (mean over steps 2..)" : "");
+               (double)st->BT * st->ctx.nranks / (mean / 1e3), st->o.steps > 1 ? " (mean over steps 2..)" : "");
         if (st->prof)
             print_profile(st, st->o.steps > 1 ? st->o.steps - 1 : 1, mean);
     } else if (st->have_val) {
@@ -670,8 +697,19 @@ static int save(state *st)
 {
     const gc_program *p = st->prog;
     char err[512];
-    if (p->nparam_elems)
+    if (p->nparam_elems && p->nshards) {       /* zero3: gather the shards (every rank takes part) */
+        long n = p->nparam_elems / st->ctx.nranks;
+        float *shards = malloc((size_t)n * sizeof *shards);
+        if (!shards)
+            return errorf("out of host memory");
+        gc_device_download(shards, st->ctx.region[GC_REGION_PARAMS], (size_t)n * 4);
+        gcrt_params_from_shards(p, shards, st->params, st->ctx.rank, st->ctx.nranks);
+        free(shards);
+    } else if (p->nparam_elems) {
         gc_device_download(st->params, st->ctx.region[GC_REGION_PARAMS], (size_t)p->nparam_elems * 4);
+    }
+    if (st->ctx.rank != 0)     /* rank 0 writes */
+        return 0;
     if (gcrt_ckpt_save(st->o.save, p, st->params, err, sizeof err) != 0)
         return errorf("%s", err);
     printf("saved %s (%lld bytes)\n", st->o.save, GCRT_HEADER_BYTES + 4LL * p->nparam_elems);
@@ -866,6 +904,8 @@ static int gradcheck(state *st)
 {
     const gc_program *p = st->prog;
     long n = st->o.gradcheck, N = p->nparam_elems;
+    if (st->ctx.nranks > 1)
+        return errorf("--gradcheck: not available in a program split over ranks (compile without --gpus)");
     if (p->region_bytes[GC_REGION_GRADS] < (size_t)N * 4)
         return errorf("--gradcheck: the grads region (%zu bytes) does not hold all %ld parameter gradients%s",
                       p->region_bytes[GC_REGION_GRADS], N,
@@ -935,17 +975,43 @@ static int run_program(state *st)
     return 0;
 }
 
+/* Split programs: joins the group; ranks other than 0 print nothing on
+ * stdout. 0, or the exit status after a message. */
+static int join_group(state *st)
+{
+    const gc_program *p = st->prog;
+    char err[512] = "";
+    st->ctx.rank = 0, st->ctx.nranks = 1;
+    if (!p->comm)
+        return 0;
+    if (p->comm->init(&st->ctx.rank, &st->ctx.nranks, err, sizeof err) != 0)
+        return errorf("%s", err);
+    if (st->ctx.rank != 0 && !freopen("/dev/null", "w", stdout))
+        return errorf("rank %d: cannot silence stdout", st->ctx.rank);
+    if (st->ctx.nranks != p->nranks)
+        return errorf("this program was compiled for %d ranks (--gpus %d, split %s) but runs on %d: "
+                      "start it with mpirun -np %d", p->nranks, p->nranks, p->split, st->ctx.nranks, p->nranks);
+    return 0;
+}
+
 int gc_main(int argc, char **argv, const gc_program *prog)
 {
     state st;
     memset(&st, 0, sizeof st);
     st.prog = prog;
-    int rc = parse_flags(&st.o, argc, argv, prog);
-    if (rc != PARSE_RUN)
-        return rc;
-    st.BT = prog->B * prog->T;
-    rc = run_program(&st);
+    int rc = join_group(&st);
+    if (rc == 0)
+        rc = parse_flags(&st.o, argc, argv, prog);
+    if (rc == PARSE_RUN) {
+        st.BT = prog->B * prog->T;
+        rc = run_program(&st);
+    }
     fflush(stdout);
     release(&st);
+    if (prog->comm) {      /* a failing rank ends the whole group, never leaves it waiting */
+        if (rc != 0)
+            prog->comm->abort(rc);
+        prog->comm->finalize();
+    }
     return rc;
 }

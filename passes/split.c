@@ -1,0 +1,365 @@
+/* split.c — the parallel split: one plan per rank, collectives as ops.
+ *
+ * dp: every rank holds all parameters and optimizer state and runs the whole
+ *     step on its own B rows (rank r takes rows r·B … (r+1)·B−1 of the
+ *     global batch of N·B rows, see runtime/ranks.c). Each update's gradient
+ *     (a per-layer slice after split_updates) goes through an allreduce
+ *     (mean over ranks) into a comm tensor in the arena, and the update reads
+ *     that. The schedule runs each collective as soon as its gradient is
+ *     complete, so under the fused-opt schedule a layer's all-reduce and
+ *     update follow its backward directly.
+ *
+ * zero1, zero2, zero3: see split_zero and split_zero3 below.
+ *
+ * The pass also records g->nranks, g->split_name and g->comm_bytes (bytes
+ * one rank sends per step with ring algorithms: an all-reduce of n bytes
+ * sends 2(N-1)/N·n). Run after split_updates, before schedule.
+ */
+#include <string.h>
+
+#include "passes.h"
+
+const char *split_kind_name(SplitKind k)
+{
+    static const char *const names[] = {"none", "dp", "zero1", "zero2", "zero3", "tp", "auto"};
+    return names[k];
+}
+
+/* out = mean over ranks of `in`, a new comm tensor; returns the out id */
+static int add_allreduce(Graph *g, int in, int ranks, int layer)
+{
+    Tensor x = g->t[in];
+    char *name = xasprintf("ar.%s", x.name);
+    int out = graph_add_tensor(g, name, x.dtype, x.rank, x.shape, TK_COMM, x.loc);
+    g->t[out].region = RG_ARENA;
+    int id = graph_add_op(g, OP_ALLREDUCE, name, &in, 1, &out, 1, x.loc);
+    free(name);
+    Op *op = &g->ops[id];
+    op->phase = PH_COMM;
+    op->layer = layer;
+    op->attr[0] = ranks;
+    op->attr[1] = 1;               /* mean */
+    op->attr[2] = 2;               /* runs with the backward (GC_PHASE_BWD) */
+    g->comm_bytes += 2.0 * (ranks - 1) / ranks * (double)x.bytes;
+    return out;
+}
+
+static void split_dp(Graph *g, int ranks)
+{
+    int nops = g->nops;
+    for (int o = 0; o < nops; o++) {
+        if (g->ops[o].dead || g->ops[o].kind != OP_ADAMW)
+            continue;
+        int grad = g->ops[o].in[1], w = g->t[grad].producer;
+        int red = add_allreduce(g, grad, ranks, w >= 0 ? g->ops[w].layer : -1);
+        g->ops[o].in[1] = red;     /* the update reads the mean gradient */
+    }
+}
+
+/* ---- ZeRO ----------------------------------------------------------------- */
+
+/* A view of k elements of t's storage, elem elements in, moved k elements
+ * further per rank: rank r's shard of t. */
+static int shard_view(Graph *g, int t, long k, const char *prefix)
+{
+    size_t off;
+    int root = graph_root(g, t, &off);
+    char *name = xasprintf("%s%s", prefix, g->t[t].name);
+    int v = graph_add_tensor(g, name, g->t[t].dtype, 1, &k, g->t[t].kind, g->t[t].loc);
+    free(name);
+    g->t[v].region = g->t[root].region;
+    g->t[v].view_of = root;
+    g->t[v].view_offset = off;
+    g->t[v].rank_stride = (size_t)k * dtype_size(g->t[t].dtype);
+    return v;
+}
+
+/* Shrinks an optimizer moment (a root, or a layer view of one) to 1/ranks:
+ * rank r keeps only the moments of its shard. */
+static void shard_moment(Graph *g, int t, int ranks, char *shrunk)
+{
+    Tensor *x = &g->t[t];
+    if (shrunk[t])
+        return;
+    shrunk[t] = 1;
+    x->numel /= ranks;
+    x->bytes /= (size_t)ranks;
+    x->rank = 1;
+    x->shape[0] = x->numel;
+    if (x->view_of < 0)
+        return;
+    x->view_offset /= (size_t)ranks;
+    shard_moment(g, graph_root(g, t, NULL), ranks, shrunk);
+}
+
+static void add_comm_op(Graph *g, OpKind kind, const char *name, const int *in, int nin, const int *out, int nout,
+                        int ranks, int gate, int layer)
+{
+    int id = graph_add_op(g, kind, name, in, nin, out, nout, g->t[in[0]].loc);
+    Op *op = &g->ops[id];
+    op->phase = PH_COMM;
+    op->layer = layer;
+    op->attr[0] = ranks;
+    op->attr[1] = 1;
+    op->attr[2] = gate;
+}
+
+/* zero1: a gradient root that no op names (split_updates gave each layer
+ * slice its own root) takes no space in the grads region. */
+static void drop_unused_grad_roots(Graph *g)
+{
+    char *used = xcalloc((size_t)g->nt, 1);
+    for (int o = 0; o < g->nops; o++) {
+        const Op *op = &g->ops[o];
+        for (int i = 0; i < op->nin + op->nout && !op->dead; i++)
+            used[graph_root(g, i < op->nin ? op->in[i] : op->out[i - op->nin], NULL)] = 1;
+    }
+    for (int t = 0; t < g->nt; t++)
+        if (g->t[t].region == RG_GRADS && g->t[t].view_of < 0 && !used[t])
+            g->t[t].region = RG_ARENA;
+    free(used);
+}
+
+/* zero1/zero2: the gradient of each update is reduce-scattered (each rank
+ * gets the mean of its 1/N), the update runs on this rank's shard of the
+ * parameter with 1/N of the optimizer state, and an all-gather (in place,
+ * right after the update) gives every rank the whole updated parameter.
+ * zero1 keeps the whole gradients in the grads region; zero2 lets each die
+ * at its reduce-scatter (its own arena root under the fused-opt schedule). */
+/* -1 after a located error when an update cannot be cut into equal shards */
+static int check_divisible(Graph *g, int ranks, int stage)
+{
+    for (int o = 0; o < g->nops; o++) {
+        const Op *u = &g->ops[o];
+        if (u->dead || u->kind != OP_ADAMW)
+            continue;
+        if (g->t[u->in[0]].numel % ranks) {
+            diag_error(u->loc, "--split zero%d: update %s has %ld elements, not a multiple of %d ranks", stage,
+                       u->name, g->t[u->in[0]].numel, ranks);
+            return -1;
+        }
+    }
+    return 0;
+}
+
+static int split_zero(Graph *g, int ranks, int stage)
+{
+    int nops = g->nops;
+    if (check_divisible(g, ranks, stage))
+        return -1;
+    char *shrunk = xcalloc((size_t)g->nt + 1, 1);
+    for (int o = 0; o < nops; o++) {
+        if (g->ops[o].dead || g->ops[o].kind != OP_ADAMW)
+            continue;
+        int p = g->ops[o].in[0], grad = g->ops[o].in[1], w = g->t[grad].producer;
+        int layer = w >= 0 ? g->ops[w].layer : -1;
+        long k = g->t[p].numel / ranks;
+        if (stage == 1)
+            g->t[graph_root(g, grad, NULL)].region = RG_GRADS;
+        char *name = xasprintf("rs.%s", g->t[grad].name);
+        int rs = graph_add_tensor(g, name, g->t[grad].dtype, 1, &k, TK_COMM, g->t[grad].loc);
+        g->t[rs].region = RG_ARENA;
+        add_comm_op(g, OP_REDUCE_SCATTER, name, &grad, 1, &rs, 1, ranks, 2, layer);
+        free(name);
+        int ps = shard_view(g, p, k, "shard.");
+        for (int i = 2; i < 4; i++)
+            shard_moment(g, g->ops[o].in[i], ranks, shrunk);
+        g->ops[o].in[0] = ps;
+        g->ops[o].in[1] = rs;
+        name = xasprintf("ag.%s", g->t[p].name);
+        add_comm_op(g, OP_ALLGATHER, name, (int[]){p, ps}, 2, NULL, 0, ranks, 4, layer);
+        free(name);
+        double b = (double)g->t[p].bytes * (ranks - 1) / ranks;
+        g->comm_bytes += 2 * b;      /* reduce-scatter + all-gather */
+    }
+    free(shrunk);
+    g->grads_persist = stage == 1;
+    if (stage == 1)
+        drop_unused_grad_roots(g);
+    return 0;
+}
+
+/* ---- ZeRO-3 ------------------------------------------------------------------ */
+
+/* The bytes [lo, hi) of a parameter root that one update writes (its shape
+ * and its shard tensor), and the gathered copies of them for the forward
+ * ([0]) and the backward ([1]). */
+typedef struct Slice {
+    int root, upd, part, gathered[2];
+    size_t lo, hi;
+    int rank;
+    long shape[IR_MAXRANK];
+} Slice;
+
+/* A comm tensor with the whole of slice s, gathered from every rank's shard
+ * (phase 0: for the forward, 1: the backward), made by a gather op that the
+ * schedule runs just before its first reader. */
+static int add_gather(Graph *g, Slice *s, int ranks, int phase)
+{
+    const Tensor *part = &g->t[s->part];
+    char *name = xasprintf("%s.%s", phase ? "gb" : "gf", part->name);
+    int out = graph_add_tensor(g, name, part->dtype, s->rank, s->shape, TK_COMM, part->loc);
+    g->t[out].region = RG_ARENA;
+    add_comm_op(g, OP_GATHER, name, &s->part, 1, &out, 1, ranks, phase ? 2 : 1, -1);
+    free(name);
+    g->comm_bytes += (double)g->t[out].bytes * (ranks - 1) / ranks;
+    return out;
+}
+
+/* Points every forward and backward read of parameter bytes at a view of
+ * the gathered copy of its slice. */
+static void read_gathered(Graph *g, Slice *sl, int ns, int ranks, int nops)
+{
+    for (int o = 0; o < nops; o++) {
+        Phase ph = g->ops[o].phase;
+        if (g->ops[o].dead || op_info[g->ops[o].kind].cls == OPC_VIEW || (ph != PH_FWD && ph != PH_BWD))
+            continue;
+        for (int i = 0; i < g->ops[o].nin; i++) {
+            int t = g->ops[o].in[i];
+            size_t off;
+            int r = graph_root(g, t, &off), k = 0;
+            while (k < ns && !(sl[k].root == r && sl[k].lo <= off && off + g->t[t].bytes <= sl[k].hi))
+                k++;
+            if (k == ns)
+                continue;             /* not parameter bytes */
+            int b = ph == PH_BWD;
+            if (sl[k].gathered[b] < 0)
+                sl[k].gathered[b] = add_gather(g, &sl[k], ranks, b);
+            char *name = xasprintf("%s%s", b ? "gb." : "gf.", g->t[t].name);
+            Tensor x = g->t[t];
+            int v = graph_add_tensor(g, name, x.dtype, x.rank, x.shape, TK_COMM, x.loc);
+            free(name);
+            g->t[v].region = RG_ARENA;
+            g->t[v].view_of = sl[k].gathered[b];
+            g->t[v].view_offset = off - sl[k].lo;
+            g->ops[o].in[i] = v;
+        }
+    }
+}
+
+/* Each parameter root gives way to a root of 1/ranks its size in the params
+ * region (same name, same init, moments and place in g->params); the whole
+ * one moves to the arena (no op uses it any more: no storage). Returns the
+ * map old root -> shard root (-1 elsewhere). */
+static int *shard_params(Graph *g, int ranks)
+{
+    int *to = xmalloc((size_t)(g->nt + g->nparams + 1) * sizeof(int));
+    for (int t = 0; t < g->nt + g->nparams; t++)
+        to[t] = -1;
+    for (int i = 0; i < g->nparams; i++) {
+        int r = g->params[i];
+        long k = g->t[r].numel / ranks;
+        int s = graph_add_tensor(g, g->t[r].name, g->t[r].dtype, 1, &k, TK_PARAM, g->t[r].loc);
+        Tensor *x = &g->t[s], *old = &g->t[r];
+        x->init = old->init, x->init_std = old->init_std, x->decay = old->decay;
+        x->opt_m = old->opt_m, x->opt_v = old->opt_v;
+        char *name = xasprintf("whole.%s", old->name);
+        free(old->name);
+        old->name = name;
+        old->region = RG_ARENA;
+        g->params[i] = s;
+        to[r] = s;
+    }
+    for (int t = 0; t < g->nt; t++)          /* views of the whole roots follow them */
+        if (g->t[t].view_of >= 0 && to[graph_root(g, t, NULL)] >= 0)
+            g->t[t].region = RG_ARENA;
+    return to;
+}
+
+/* View ops of the whole parameters whose views nothing reads any more die. */
+static void drop_param_views(Graph *g, const int *to)
+{
+    for (int changed = 1; changed;) {
+        changed = 0;
+        graph_relink(g);
+        for (int o = 0; o < g->nops; o++) {
+            Op *op = &g->ops[o];
+            if (op->dead || op_info[op->kind].cls != OPC_VIEW || to[graph_root(g, op->in[0], NULL)] < 0)
+                continue;
+            int used = 0;
+            for (int i = 0; i < op->nout; i++)
+                used |= g->t[op->out[i]].nconsumers > 0;
+            if (!used)
+                op->dead = changed = 1;
+        }
+    }
+}
+
+/* zero3: as zero2, and each rank stores only its 1/N of every update's
+ * parameter slice (the params region shrinks to 1/N); the forward and the
+ * backward read whole slices gathered into the arena just before use. */
+static int split_zero3(Graph *g, int ranks)
+{
+    if (check_divisible(g, ranks, 3))
+        return -1;
+    int nops = g->nops, ns = 0;
+    Slice *sl = xcalloc((size_t)nops + 1, sizeof *sl);
+    for (int o = 0; o < nops; o++)
+        if (!g->ops[o].dead && g->ops[o].kind == OP_ADAMW) {
+            int p = g->ops[o].in[0];
+            size_t off;
+            int r = graph_root(g, p, &off);
+            sl[ns] = (Slice){.root = r, .upd = o, .part = p, .gathered = {-1, -1}, .lo = off,
+                             .hi = off + g->t[p].bytes, .rank = g->t[p].rank};
+            memcpy(sl[ns].shape, g->t[p].shape, sizeof sl[ns].shape);
+            ns++;
+        }
+    int *to = shard_params(g, ranks);
+    char *shrunk = xcalloc((size_t)g->nt + 1, 1);
+    for (int i = 0; i < g->nparams; i++)  /* made at 1/ranks already */
+        shrunk[g->params[i]] = 1;
+    for (int k = 0; k < ns; k++) {        /* each update on its shard */
+        int p = sl[k].part;
+        if (to[p] >= 0) {
+            sl[k].part = to[p];
+        } else {                          /* a layer view: the same view of the shard root */
+            g->t[p].view_of = to[sl[k].root];
+            g->t[p].region = RG_PARAMS;
+            g->t[p].view_offset = sl[k].lo;   /* shard_moment divides it */
+            shard_moment(g, p, ranks, shrunk);
+        }
+        g->ops[sl[k].upd].in[0] = sl[k].part;
+    }
+    read_gathered(g, sl, ns, ranks, nops);
+    for (int k = 0; k < ns; k++) {
+        int o = sl[k].upd, grad = g->ops[o].in[1], w = g->t[grad].producer;
+        long n = g->t[sl[k].part].numel;
+        char *name = xasprintf("rs.%s", g->t[grad].name);
+        int rs = graph_add_tensor(g, name, g->t[grad].dtype, 1, &n, TK_COMM, g->t[grad].loc);
+        g->t[rs].region = RG_ARENA;
+        add_comm_op(g, OP_REDUCE_SCATTER, name, &grad, 1, &rs, 1, ranks, 2, w >= 0 ? g->ops[w].layer : -1);
+        free(name);
+        g->ops[o].in[1] = rs;
+        for (int i = 2; i < 4; i++)
+            shard_moment(g, g->ops[o].in[i], ranks, shrunk);
+        g->comm_bytes += (double)g->t[grad].bytes * (ranks - 1) / ranks;
+    }
+    drop_param_views(g, to);
+    g->params_sharded = 1;
+    free(shrunk);
+    free(to);
+    free(sl);
+    return 0;
+}
+
+void pass_split(Graph *g, const SplitSpec *s)
+{
+    if (s->kind == SPLIT_NONE || s->ranks <= 1)
+        return;
+    g->nranks = s->ranks;
+    g->split_name = split_kind_name(s->kind);
+    g->comm_bytes = 0;
+    switch (s->kind) {
+    case SPLIT_DP: split_dp(g, s->ranks); break;
+    case SPLIT_ZERO1: case SPLIT_ZERO2:
+        if (split_zero(g, s->ranks, s->kind == SPLIT_ZERO1 ? 1 : 2))
+            return;
+        break;
+    case SPLIT_ZERO3:
+        if (split_zero3(g, s->ranks))
+            return;
+        break;
+    default: IR_BUG("split %s: not implemented", split_kind_name(s->kind));
+    }
+    graph_relink(g);
+}

@@ -1,0 +1,196 @@
+#!/bin/sh
+# The parallel split on the CPU target (MPI): compile tiny GPT-2 split over
+# ranks and compare with one process at the same global batch.
+# usage: split.sh GCOMPILE GRAPH WORKDIR CHECK
+#   CHECK: dp2 | dp4 | zero1 | zero2 | zero3 | formulas | auto | ckpt | plan | ranks | death | nompi | cuda
+set -u
+gc=$1 graph=$2 dir=$3 check=$4
+mkdir -p "$dir"
+cd "$dir" || exit 1
+export OMP_NUM_THREADS=1
+MPIRUN="mpirun --allow-run-as-root --oversubscribe --mca btl self,vader"
+fail() { echo "FAIL: $*"; exit 1; }
+compile() {  # compile OUT [gcompile args...]
+    out=$1; shift
+    "$gc" "$graph" --config tiny --target cpu -o "$out" "$@" || fail "gcompile $*"
+}
+log_losses() {  # LOG -> one loss per line
+    sed -n 's/^{"step":[0-9]*,"loss":\([^,]*\),.*/\1/p' "$1"
+}
+# same_losses A B TOL: equal count (20) and |a - b| <= TOL per step
+same_losses() {
+    [ "$(wc -l <"$1")" -eq 20 ] && [ "$(wc -l <"$2")" -eq 20 ] || { paste "$1" "$2"; fail "expected 20 losses each"; }
+    paste "$1" "$2" | awk -v tol="$3" '{ d = $1 - $2; d = d < 0 ? -d : d; if (d > m) m = d }
+        END { printf "max |loss difference| over 20 steps: %.3g (tolerance %g)\n", m, tol; exit !(m <= tol) }' ||
+        { paste "$1" "$2"; fail "losses differ by more than $3"; }
+}
+# same N SPLIT [gcompile args]: N ranks of B = 8/N rows against one process of B = 8
+same() {
+    n=$1 split=$2; shift 2
+    compile t_one -D B=8
+    compile t_$split$n -D B=$((8 / n)) --gpus "$n" --split "$split" "$@"
+    ./t_one --steps 20 --log one.jsonl >one.out || fail "one-process run"
+    $MPIRUN -np "$n" ./t_$split$n --steps 20 --log split.jsonl >split.out 2>split.err ||
+        { cat split.err; fail "mpirun -np $n"; }
+    log_losses one.jsonl >a.txt
+    log_losses split.jsonl >b.txt
+    same_losses a.txt b.txt 1e-6
+    grep -q "^split: $split over $n ranks" split.out || fail "no split line in the header"
+    [ "$(grep -c '^step ' split.out)" -eq 20 ] || fail "expected 20 progress lines from rank 0 only"
+}
+case "$check" in
+dp2) same 2 dp ;;
+dp4) same 4 dp ;;
+zero1) same 2 zero1 ;;
+zero2) same 4 zero2 --poison ;;   # NaN-poisoned buffers: a plan error would show
+zero3) same 2 zero3 --poison ;;
+formulas)  # each rank's persistent bytes: P = 4 bytes x parameters, N ranks
+    for n in 2 4 8; do
+        for s in dp zero1 zero2 zero3; do
+            "$gc" "$graph" --config gpt2_124M --target cpu --gpus $n --split $s --emit plan -o p_$s$n.json ||
+                fail "emit plan $s $n"
+        done
+    done
+    python3 - <<'PY' || fail "ZeRO formulas"
+import json
+def regions(f):
+    return {r["name"]: r["bytes"] for r in json.load(open(f))["regions"]}
+for n in (2, 4, 8):
+    dp, z1, z2, z3 = (regions("p_%s%d.json" % (s, n)) for s in ("dp", "zero1", "zero2", "zero3"))
+    P = dp["params"]
+    assert P == 4 * 124475904, P
+    # dp: everything replicated (the fused-opt schedule keeps gradients transient in the arena)
+    assert dp["optstate"] == 2 * P and dp["grads"] == 0, dp
+    # zero1: optimizer state 1/N; whole gradients persist
+    assert z1["params"] == P and z1["grads"] == P and z1["optstate"] == 2 * P // n, z1
+    # zero2: gradients sharded too: none persist, each layer's lives until its reduce-scatter
+    assert z2["params"] == P and z2["grads"] == 0 and z2["optstate"] == 2 * P // n, z2
+    # zero3: parameters sharded too (each layer's whole slice gathered into the arena just before use)
+    assert z3["params"] == P // n and z3["grads"] == 0 and z3["optstate"] == 2 * P // n, z3
+    pers = lambda r: sum(r[k] for k in ("params", "grads", "optstate"))
+    print("N=%d persistent bytes per rank: dp %d, zero1 %d, zero2 %d, zero3 %d (arena %d)" % (
+          n, pers(dp), pers(z1), pers(z2), pers(z3), z3["arena"]))
+PY
+    ;;
+auto)      # --split auto: the least predicted step time among the splits whose real plan fits --mem
+    a() { "$gc" "$graph" --config gpt2_124M --gpus 4 --split auto "$@" --emit plan-text; }
+    a >free.txt || fail "auto without --mem"
+    grep -q '^split: dp over 4 ranks' free.txt || { cat free.txt; fail "without --mem: expected dp"; }
+    for s in dp zero1 zero2 zero3; do grep -q "^    $s " free.txt || fail "plan-text does not list $s"; done
+    a --mem 1.2GiB --interconnect pcie >tight.txt || fail "auto with --mem 1.2GiB"
+    grep -q '^split: zero2 over 4 ranks' tight.txt || { cat tight.txt; fail "--mem 1.2GiB: expected zero2"; }
+    grep -q 'dp .*(>mem)' tight.txt || fail "dp should be marked as not fitting"
+    a --mem 0.5GiB >none.txt 2>err.txt && fail "--mem 0.5GiB should fit no split"
+    grep -q "error: no split over 4 devices fits" err.txt || { cat err.txt; fail "no message"; }
+    "$gc" "$graph" --gpus 2 --interconnect carrier-pigeon --emit plan 2>err.txt && fail "bad --interconnect"
+    grep -q "error: --interconnect must be" err.txt || fail "no --interconnect message"
+    ;;
+ckpt)      # saved under each split, loaded into one process: the same next-step loss as one process's own
+    compile t_one -D B=8
+    ./t_one --steps 5 --save one.bin >/dev/null || fail "one-process save"
+    ./t_one --steps 1 --init one.bin --log next_one.jsonl >/dev/null || fail "one-process load"
+    for s in dp zero1 zero2 zero3; do
+        compile t_$s -D B=4 --gpus 2 --split $s
+        $MPIRUN -np 2 ./t_$s --steps 5 --save $s.bin >$s.out 2>$s.err || { cat $s.err; fail "$s save"; }
+        [ "$(wc -c <$s.bin)" -eq "$(wc -c <one.bin)" ] || fail "$s: checkpoint size differs"
+        ./t_one --steps 1 --init $s.bin --log next_$s.jsonl >/dev/null || fail "load the $s checkpoint"
+        log_losses next_one.jsonl >a.txt
+        log_losses next_$s.jsonl >b.txt
+        paste a.txt b.txt | awk -v s=$s '{ d = $1 - $2; d = d < 0 ? -d : d;
+            printf "%s: next-step loss after load %s (one process: %s)\n", s, $2, $1; exit !(NR == 1 && d <= 1e-6) }' ||
+            fail "$s: next-step loss differs"
+    done
+    # loading scatters: the zero3 program started from one process's checkpoint takes the same step
+    $MPIRUN -np 2 ./t_zero3 --steps 1 --init one.bin --log load3.jsonl >load3.out 2>&1 || { cat load3.out; fail "zero3 load"; }
+    log_losses load3.jsonl >b.txt
+    paste a.txt b.txt | awk '{ d = $1 - $2; d = d < 0 ? -d : d; printf "zero3 loading one.bin: %s (one process: %s)\n", $2, $1;
+        exit !(NR == 1 && d <= 1e-6) }' || fail "zero3: the loaded checkpoint gives another loss"
+    ;;
+plan)      # the plan is one rank's: split, comm tensors in the arena, each all-reduce before its update
+    "$gc" "$graph" --config tiny --target cpu --gpus 2 --emit plan -o p.json || fail "emit plan"
+    "$gc" "$graph" --config tiny --target cpu --gpus 2 --emit plan-text -o p.txt || fail "emit plan-text"
+    "$gc" "$graph" --config tiny --target cpu --gpus 2 --emit plan-svg -o p.svg || fail "emit plan-svg"
+    "$gc" "$graph" --config tiny --target cpu --emit plan -o p1.json || fail "emit plan (one rank)"
+    grep -q '^split: dp over 2 ranks' p.txt || fail "plan-text: no split line"
+    grep -q 'sent per rank per step' p.txt || fail "plan-text: no bytes sent"
+    grep -q 'split dp over 2 ranks' p.svg || fail "plan-svg: no split line"
+    python3 - p.json p1.json <<'PY' || fail "plan JSON"
+import json, sys
+p = json.load(open(sys.argv[1])); one = json.load(open(sys.argv[2]))
+s = p["split"]
+assert s["kind"] == "dp" and s["ranks"] == 2, s
+assert one["split"]["kind"] == "none" and one["split"]["ranks"] == 1
+T = {t["id"]: t for t in p["tensors"]}
+params_region = next(r["bytes"] for r in p["regions"] if r["name"] == "params")
+# a ring all-reduce sends 2(N-1)/N of the gradient bytes: here all parameters once
+assert s["bytes_sent_per_step"] == params_region, (s, params_region)
+sched = p["schedule"]
+comm = [e for e in sched if e["phase"] == "comm"]
+assert comm and len(comm) == s["collectives_per_step"], len(comm)
+for e in comm:
+    out = T[e["outputs"][0]]
+    assert out["kind"] == "comm" and out["region"] == "arena", out
+    # as early as its input allows: right after the last op that wrote the gradient
+    grad = e["inputs"][0]
+    def root(t):
+        while T[t]["view_of"] is not None:
+            t = T[t]["view_of"]
+        return t
+    writers = [f["step"] for f in sched if f["step"] < e["step"] and any(
+        root(o) == root(grad) for o in f["outputs"])]
+    assert writers, e["name"]
+    between = [f for f in sched if max(writers) < f["step"] < e["step"] and f["phase"] in ("fwd", "bwd")]
+    assert not between, (e["name"], [f["name"] for f in between])
+    # the update that reads it comes later, in the same step
+    readers = [f for f in sched if e["outputs"][0] in f["inputs"]]
+    assert len(readers) == 1 and readers[0]["op"] == "adamw" and readers[0]["step"] > e["step"], e["name"]
+# per layer: layer 1's updates run before layer 0's backward ends (fused-opt)
+first_l0 = min(e["step"] for e in comm if "h0." in e["name"])
+last_l1 = max(e["step"] for e in comm if "h1." in e["name"])
+assert last_l1 < first_l0, (last_l1, first_l0)
+print("plan: %d collectives, %d bytes sent per step" % (len(comm), s["bytes_sent_per_step"]))
+PY
+    ;;
+ranks)     # a 2-rank program started on the wrong number of ranks says so; --split errors
+    compile t_dp2 --gpus 2
+    $MPIRUN -np 3 ./t_dp2 --steps 1 >out.txt 2>err.txt && fail "3 ranks of a 2-rank program should fail"
+    grep -q "compiled for 2 ranks" err.txt || { cat err.txt; fail "no rank-count message"; }
+    "$gc" "$graph" --config tiny --target cpu --gpus 2 --split bogus --emit plan 2>err.txt && fail "--split bogus"
+    grep -q "error: --split must be" err.txt || fail "no --split message"
+    ;;
+death)     # a rank killed mid-run ends the job with an error naming it, never a hang
+    compile t_dp2 --gpus 2
+    $MPIRUN -np 2 ./t_dp2 --steps 1000000 >out.txt 2>err.txt &
+    mp=$!
+    rank1=
+    for i in $(seq 1 100); do
+        for p in $(pgrep -P "$mp" 2>/dev/null); do
+            tr '\0' '\n' <"/proc/$p/environ" 2>/dev/null | grep -qx OMPI_COMM_WORLD_RANK=1 && rank1=$p
+        done
+        [ -n "$rank1" ] && grep -q '^step' out.txt && break
+        sleep 0.2
+    done
+    [ -n "$rank1" ] || { kill "$mp"; fail "rank 1 not found"; }
+    kill -9 "$rank1"
+    for i in $(seq 1 150); do kill -0 "$mp" 2>/dev/null || break; sleep 0.2; done
+    kill -0 "$mp" 2>/dev/null && { kill -9 "$mp"; fail "the job still runs 30 s after rank 1 died (hang)"; }
+    wait "$mp" && fail "the job exited 0 after a rank died"
+    grep -q "rank 1" err.txt || { cat err.txt; fail "the error does not name rank 1"; }
+    echo "rank 1 killed: job ended: $(grep -m1 'rank 1' err.txt)"
+    ;;
+nompi)     # single-rank programs do not link MPI
+    compile t_one
+    compile t_dp2 --gpus 2
+    ldd t_one | grep -q libmpi && fail "a single-rank program links MPI"
+    ldd t_dp2 | grep -q libmpi || fail "a split program does not link MPI"
+    ;;
+cuda)      # the split CUDA program (NCCL bootstrapped through MPI) compiles and links; exit 77 without nvcc
+    command -v nvcc >/dev/null 2>&1 || { echo "nvcc not found: skipped"; exit 77; }
+    "$gc" "$graph" --config tiny --target cuda --gpu-arch sm_90 --gpus 2 --split zero2 -o t_cuda ||
+        fail "gcompile --target cuda --gpus 2"
+    ldd t_cuda | grep -q libnccl || fail "the split CUDA program does not link NCCL"
+    ldd t_cuda | grep -q libmpi || fail "the split CUDA program does not link MPI"
+    ;;
+*) fail "unknown check $check" ;;
+esac
+echo "ok: $check"
