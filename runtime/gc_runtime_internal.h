@@ -1,5 +1,6 @@
 /* gc_runtime_internal.h — private to the program harness around the step
- * (train_main.c, data.c, corpus.c, rng.c) and to the CPU kernels (kernels_cpu.c,
+ * (train_main.c and its rooms flags.c, progress.c, ckpt.c, sample.c,
+ * gradcheck.c, data.c, corpus.c, rng.c) and to the CPU kernels (kernels_cpu.c,
  * gemm_cpu.c). Nothing here is seen by emitted
  * code; names carry the prefix gcrt_ so they never collide with the kernels.
  *
@@ -11,6 +12,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #include "gc_runtime.h"
 
@@ -86,5 +88,73 @@ int gcrt_ckpt_probe(const char *path, char *err, size_t errlen);
 /* ---------------------------------------------------------------- corpus.c */
 /* The built-in training text: plain ASCII prose, about 30 KB, assembled once. */
 const char *gcrt_corpus(size_t *len);
+
+/* ---------------------------------------------------------------- flags.c */
+#ifndef GC_RUNTIME_VERSION
+#define GC_RUNTIME_VERSION "0.1.0"
+#endif
+enum { GCRT_DEFAULT_VAL_BATCHES = 8 };
+
+/* Everything the command line sets. */
+typedef struct {
+    const char *data, *val_data, *init, *save, *log;
+    long steps, val_every, val_batches, threads, sample, gradcheck;
+    int profile;
+    unsigned long long seed;
+    float lr, beta1, beta2, eps, wd;
+    double gc_tol, gc_h;
+} gcrt_options;
+
+enum { GCRT_PARSE_RUN = -1, GCRT_PARSE_EXIT_OK = 0, GCRT_PARSE_EXIT_ERR = 1 };
+
+/* Fills o from argv (defaults from p). Returns GCRT_PARSE_RUN, or an exit
+ * status after --help, --version or an error. */
+int gcrt_parse_flags(gcrt_options *o, int argc, char **argv, const gc_program *p);
+/* Prints "error: <message>" on stderr; returns the exit status 1. */
+int gcrt_errorf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+/* ---------------------------------------------------------------- train_main.c: the run */
+/* One run of a program: what gc_main sets up and every room reads. */
+typedef struct {
+    const gc_program *prog;
+    gcrt_options o;
+    long BT;
+    gc_ctx ctx;
+    float *params;                 /* host copy of the params region */
+    int32_t *inputs, *targets;     /* host batch, B*T each */
+    gcrt_shard train, val;
+    int have_val;
+    FILE *log;
+    double *prof;                  /* --profile: seconds per category over steps 2.. */
+} gcrt_run;
+
+/* The host batch (inputs, targets) into the arena's tokens and targets. */
+void gcrt_upload_batch(gcrt_run *st);
+/* Waits for the device and returns the loss the step left in the arena. */
+float gcrt_read_loss(gcrt_run *st);
+/* Next batch of sh, then the given phases (GC_PHASE_*); returns the loss. */
+float gcrt_run_batch(gcrt_run *st, gcrt_shard *sh, int phases);
+
+/* ---------------------------------------------------------------- progress.c */
+double gcrt_now_ms(void);                     /* monotonic clock */
+size_t gcrt_total_region_bytes(const gc_program *p);
+/* Program, dims, parameters, plan, memory and device, before the run. */
+void gcrt_print_header(const gc_program *p);
+/* The progress line of one step and its JSONL record (val: NAN when none). */
+void gcrt_report_step(gcrt_run *st, long step, float loss, double ms, double val);
+/* The --profile table: categories by time, largest first. */
+void gcrt_print_profile(const gcrt_run *st, long nsteps, double step_ms);
+
+/* ---------------------------------------------------------------- ckpt.c */
+/* --save: the trained parameters as an llm.c model file; 0 or exit status 1. */
+int gcrt_save_final(gcrt_run *st);
+
+/* ---------------------------------------------------------------- sample.c */
+/* --sample N: prints N tokens generated from batch row 0; 0 or exit status 1. */
+int gcrt_sample(gcrt_run *st);
+
+/* ---------------------------------------------------------------- gradcheck.c */
+/* --gradcheck N: analytic vs finite-difference gradients; the exit status. */
+int gcrt_gradcheck(gcrt_run *st);
 
 #endif
