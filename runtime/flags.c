@@ -20,7 +20,8 @@ enum { DEFAULT_STEPS = 20, DEFAULT_GRADCHECK = 16 };
 enum {
     OPT_DATA = 256, OPT_VAL_DATA, OPT_VAL_EVERY, OPT_VAL_BATCHES, OPT_INIT, OPT_SAVE,
     OPT_STEPS, OPT_LR, OPT_BETA1, OPT_BETA2, OPT_EPS, OPT_WD, OPT_SEED, OPT_LOG,
-    OPT_THREADS, OPT_SAMPLE, OPT_PROFILE, OPT_GRADCHECK, OPT_GC_TOL, OPT_GC_H, OPT_HELP, OPT_VERSION
+    OPT_THREADS, OPT_SAMPLE, OPT_PROFILE, OPT_GRADCHECK, OPT_GC_TOL, OPT_GC_H, OPT_HELP, OPT_VERSION,
+    OPT_SAVE_EVERY, OPT_CKPT_DIR, OPT_RESUME, OPT_KEEP
 };
 
 static const struct option long_opts[] = {
@@ -44,6 +45,10 @@ static const struct option long_opts[] = {
     {"gradcheck", optional_argument, 0, OPT_GRADCHECK},
     {"gradcheck-tol", required_argument, 0, OPT_GC_TOL},
     {"gradcheck-h", required_argument, 0, OPT_GC_H},
+    {"save-every", required_argument, 0, OPT_SAVE_EVERY},
+    {"ckpt-dir", required_argument, 0, OPT_CKPT_DIR},
+    {"resume", required_argument, 0, OPT_RESUME},
+    {"keep", required_argument, 0, OPT_KEEP},
     {"help", no_argument, 0, OPT_HELP},
     {"version", no_argument, 0, OPT_VERSION},
     {0, 0, 0, 0},
@@ -72,7 +77,7 @@ static void print_help(const char *argv0, const gc_program *p)
            "  --val-batches N      batches per validation (default %d, or fewer if the shard holds fewer)\n"
            "  --init FILE          llm.c checkpoint to start from, version 3 or 5 (default: seeded init)\n"
            "  --save FILE          write an llm.c checkpoint (version 3) after training\n"
-           "  --steps N            training steps (default %d)\n",
+           "  --steps N            training steps (default %d); a resumed run stops at the same N\n",
            GCRT_DEFAULT_VAL_BATCHES, DEFAULT_STEPS);
     printf("  --lr X               AdamW learning rate (default %g)\n"
            "  --beta1 X            AdamW beta1 (default %g)\n"
@@ -80,6 +85,14 @@ static void print_help(const char *argv0, const gc_program *p)
            "  --eps X              AdamW epsilon (default %g)\n"
            "  --weight-decay X     AdamW weight decay (default %g)\n",
            p->lr, p->beta1, p->beta2, p->eps, p->weight_decay);
+    printf("  --ckpt-dir DIR       where checkpoints go (created if missing): model_NNNNNNNN.bin (llm.c)\n"
+           "                       + state_NNNNNNNN.bin (AdamW moments, step, data position), atomically;\n"
+           "                       one after the last step, and on SIGINT/SIGTERM (finish the step, save, exit 0)\n"
+           "  --save-every N       also a checkpoint every N steps (needs --ckpt-dir)\n"
+           "  --keep K             keep only the newest K checkpoints (default: all)\n"
+           "  --resume DIR         continue from DIR's newest checkpoint (bit-identical to a run that was\n"
+           "                       never stopped); starts at step 1 when DIR holds none (then --init, if\n"
+           "                       given, is used); implies --ckpt-dir DIR unless that is given\n");
     printf("  --seed N             seed for init, sampling and gradcheck (default %d)\n"
            "  --log FILE           write one JSON object per step to FILE (JSONL)\n"
            "  --threads N          OpenMP/OpenBLAS threads (default: OpenMP's default)\n"
@@ -191,6 +204,10 @@ static int apply_flag(gcrt_options *o, int code, const char *arg)
     case OPT_THREADS: return parse_long(code, arg, 1, 4096, &o->threads);
     case OPT_SAMPLE: return parse_long(code, arg, 0, BIG, &o->sample);
     case OPT_PROFILE: o->profile = 1; return 0;
+    case OPT_CKPT_DIR: o->ckpt_dir = arg; return 0;
+    case OPT_RESUME: o->resume = arg; return 0;
+    case OPT_SAVE_EVERY: return parse_long(code, arg, 1, BIG, &o->save_every);
+    case OPT_KEEP: return parse_long(code, arg, 1, BIG, &o->keep);
     case OPT_GRADCHECK: return arg ? parse_long(code, arg, 1, 1000000, &o->gradcheck)
                                    : (o->gradcheck = DEFAULT_GRADCHECK, 0);
     case OPT_LR: return parse_float(code, arg, NUM_NONNEG, &o->lr);
@@ -238,5 +255,9 @@ int gcrt_parse_flags(gcrt_options *o, int argc, char **argv, const gc_program *p
         return gcrt_errorf("unexpected argument '%s' (see --help)", argv[optind]);
     if (o->val_every > 0 && !o->val_data)
         return gcrt_errorf("--val-every needs --val-data");
+    if (o->resume && !o->ckpt_dir)
+        o->ckpt_dir = o->resume;       /* a resumed run goes on saving where it resumed from */
+    if ((o->save_every || o->keep) && !o->ckpt_dir)
+        return gcrt_errorf("--%s needs --ckpt-dir DIR (or --resume DIR)", o->save_every ? "save-every" : "keep");
     return GCRT_PARSE_RUN;
 }

@@ -12,6 +12,7 @@
  */
 #include <errno.h>
 #include <math.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -79,42 +80,13 @@ static int check_fits(const gc_program *p)
     return 0;
 }
 
-static int open_data(gcrt_run *st)
-{
-    const gc_program *p = st->prog;
-    char err[512];
-    int rc;
-    if (st->o.data) {
-        rc = gcrt_shard_open(&st->train, st->o.data, st->BT + 1, p->V, err, sizeof err);
-    } else {
-        if (p->V < 256)
-            return gcrt_errorf("the built-in corpus is byte-level and needs V >= 256, but this program has V = %ld; "
-                          "pass --data FILE or compile with V >= 256", p->V);
-        size_t n;
-        const char *text = gcrt_corpus(&n);
-        rc = gcrt_shard_from_text(&st->train, "built-in corpus", text, n, st->BT + 1, p->V, err, sizeof err);
-    }
-    if (rc == 0 && st->o.val_data) {
-        rc = gcrt_shard_open(&st->val, st->o.val_data, st->BT + 1, p->V, err, sizeof err);
-        st->have_val = rc == 0;
-    }
-    if (rc != 0)
-        return gcrt_errorf("%s", err);
-    printf("data: %s (%ld tokens, %ld batches of B*T = %ld)\n", st->train.name, st->train.ntok,
-           gcrt_shard_nbatches(&st->train, st->BT), st->BT);
-    if (st->have_val)
-        printf("val data: %s (%ld tokens, %ld batches)\n", st->val.name, st->val.ntok,
-               gcrt_shard_nbatches(&st->val, st->BT));
-    return 0;
-}
-
 static int open_outputs(gcrt_run *st)
 {
     char err[512];
     if (st->o.save && gcrt_ckpt_probe(st->o.save, err, sizeof err) != 0)
         return gcrt_errorf("%s", err);
     if (st->o.log) {
-        st->log = fopen(st->o.log, "w");
+        st->log = fopen(st->o.log, st->first_step > 1 ? "a" : "w");   /* a resumed run appends */
         if (!st->log)
             return gcrt_errorf("%s: cannot open log: %s", st->o.log, strerror(errno));
     }
@@ -142,6 +114,11 @@ static int prepare_params(gcrt_run *st)
     st->params = malloc((size_t)(p->nparam_elems ? p->nparam_elems : 1) * sizeof(float));
     if (!st->params)
         return gcrt_errorf("cannot allocate %ld parameters on the host", p->nparam_elems);
+    int resumed = 0;
+    if (st->o.resume && gcrt_ckpt_resume(st, &resumed) != 0)
+        return 1;
+    if (resumed)
+        return 0;
     if (!st->o.init) {
         init_params(st->params, p, st->o.seed);
         printf("init: seeded (seed %llu)\n", st->o.seed);
@@ -167,6 +144,8 @@ static void alloc_regions(gcrt_run *st)
                gcrt_total_region_bytes(p), before - after);
     if (p->nparam_elems)
         gc_device_upload(st->ctx.region[GC_REGION_PARAMS], st->params, (size_t)p->nparam_elems * 4);
+    if (st->resume_optstate && p->region_bytes[GC_REGION_OPTSTATE])
+        gc_device_upload(st->ctx.region[GC_REGION_OPTSTATE], st->resume_optstate, p->region_bytes[GC_REGION_OPTSTATE]);
     st->ctx.lr = st->o.lr, st->ctx.beta1 = st->o.beta1, st->ctx.beta2 = st->o.beta2;
     st->ctx.eps = st->o.eps, st->ctx.weight_decay = st->o.wd;
     st->ctx.t = 1;
@@ -185,6 +164,7 @@ static void release(gcrt_run *st)
     free(st->prof);
     free(st->inputs);
     free(st->targets);
+    free(st->resume_buf);
 }
 
 /* ---------------------------------------------------------------- one step */
@@ -238,36 +218,73 @@ static int want_val(const gcrt_run *st, long step)
     return st->have_val && ((every > 0 && step % every == 0) || step == st->o.steps);
 }
 
-static int train(gcrt_run *st)
+/* SIGINT/SIGTERM: the step in flight finishes, a checkpoint is written, exit 0. */
+static volatile sig_atomic_t stop_signal;
+
+static void on_stop(int sig) { stop_signal = sig; }
+
+static void catch_stop_signals(void)
+{
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_stop;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGTERM, &sa, NULL);
+}
+
+static int ckpt_due(const gcrt_run *st, long step)
+{
+    const gcrt_options *o = &st->o;
+    return o->ckpt_dir && ((o->save_every > 0 && step % o->save_every == 0) || step == o->steps || stop_signal);
+}
+
+/* Steps first_step..steps; *stopped = 1 when a signal ended the run early. */
+static int train(gcrt_run *st, int *stopped)
 {
     double sum_ms = 0;
+    long timed = 0;
     if (st->o.profile && st->prog->nprof > 0 &&
         !(st->prof = calloc((size_t)st->prog->nprof, sizeof *st->prof)))
         return gcrt_errorf("--profile: out of memory");
-    for (long step = 1; step <= st->o.steps; step++) {
+    catch_stop_signals();
+    for (long step = st->first_step; step <= st->o.steps; step++) {
         double t0 = gcrt_now_ms();
         st->ctx.t = (int)step;
         st->ctx.prof = st->prof;
-        float loss = gcrt_run_batch(st, &st->train, GC_PHASE_FWD | GC_PHASE_BWD | GC_PHASE_OPT);
+        gcrt_data_next(st);
+        gcrt_upload_batch(st);
+        st->prog->run(&st->ctx, GC_PHASE_FWD | GC_PHASE_BWD | GC_PHASE_OPT);
+        float loss = gcrt_read_loss(st);
         double ms = gcrt_now_ms() - t0, val = NAN;
         st->ctx.prof = NULL;
-        if (st->prof && step == 1 && st->o.steps > 1)    /* step 1 pays first-touch page faults */
+        if (st->prof && step == st->first_step && st->o.steps > step)   /* the first step pays first-touch page faults */
             memset(st->prof, 0, (size_t)st->prog->nprof * sizeof *st->prof);
         if (!isfinite(loss))
             return gcrt_errorf("step %ld: loss is %s", step, isnan(loss) ? "nan" : "inf");
         if (want_val(st, step) && validate(st, &val))
             return 1;
         gcrt_report_step(st, step, loss, ms, val);
-        if (step > 1 || st->o.steps == 1)
-            sum_ms += ms;
+        if (step > st->first_step || st->o.steps == step)
+            sum_ms += ms, timed++;
+        if (ckpt_due(st, step) && gcrt_ckpt_write(st, step))
+            return 1;
+        if (stop_signal) {
+            printf("stopped by %s after step %ld%s\n", stop_signal == SIGINT ? "SIGINT" : "SIGTERM", step,
+                   st->o.ckpt_dir ? "; resume with --resume" : " (no --ckpt-dir: nothing saved)");
+            *stopped = 1;
+            return 0;
+        }
     }
-    if (st->o.steps > 0) {
-        double mean = sum_ms / (double)(st->o.steps > 1 ? st->o.steps - 1 : 1);
-        printf("done: %ld steps | %.1f ms/step | %.0f tok/s%s\n", st->o.steps, mean,
-               (double)st->BT / (mean / 1e3), st->o.steps > 1 ? " (mean over steps 2..)" : "");
+    if (timed > 0) {
+        double mean = sum_ms / (double)timed;
+        printf("done: %ld steps | %.1f ms/step | %.0f tok/s", st->o.steps, mean, (double)st->BT / (mean / 1e3));
+        if (timed > 1)
+            printf(" (mean over steps %ld..)", st->first_step + 1);
+        putchar('\n');
         if (st->prof)
-            gcrt_print_profile(st, st->o.steps > 1 ? st->o.steps - 1 : 1, mean);
-    } else if (st->have_val) {
+            gcrt_print_profile(st, timed, mean);
+    } else if (st->have_val && st->first_step == 1) {
         double val;
         if (validate(st, &val))
             return 1;
@@ -293,7 +310,8 @@ static int run_program(gcrt_run *st)
     if (gc_device_init(err, sizeof err) != 0)
         return gcrt_errorf("%s", *err ? err : "device initialisation failed");
     gcrt_print_header(p);
-    if (check_fits(p) || open_data(st) || open_outputs(st) || prepare_params(st))
+    if (check_fits(p) || gcrt_data_open(st) || (st->o.ckpt_dir && gcrt_ckpt_dir_open(st->o.ckpt_dir)) ||
+        prepare_params(st) || open_outputs(st))
         return 1;
     st->inputs = calloc((size_t)st->BT, sizeof(int32_t));
     st->targets = calloc((size_t)st->BT, sizeof(int32_t));
@@ -303,7 +321,8 @@ static int run_program(gcrt_run *st)
     fflush(stdout);
     if (st->o.gradcheck)
         return gcrt_gradcheck(st);
-    if (train(st) || (st->o.save && gcrt_save_final(st)) || (st->o.sample && gcrt_sample(st)))
+    int stopped = 0;
+    if (train(st, &stopped) || (st->o.save && gcrt_save_final(st)) || (!stopped && st->o.sample && gcrt_sample(st)))
         return 1;
     return 0;
 }
@@ -317,6 +336,7 @@ int gc_main(int argc, char **argv, const gc_program *prog)
     if (rc != GCRT_PARSE_RUN)
         return rc;
     st.BT = prog->B * prog->T;
+    st.first_step = 1;
     rc = run_program(&st);
     fflush(stdout);
     release(&st);
