@@ -76,6 +76,23 @@ typedef struct {
 
 inline long gcemu_lt_matmuls = 0;   /* tests: how many cublasLtMatmul calls */
 
+/* With $GCEMU_COUNTS set, a program prints at exit what a GPU would have
+ * launched: "gcemu: launches N" (kernels + cuBLASLt matmuls + memsets), so a
+ * test can compare it with gcompile's kernel_launches_per_step. */
+inline void gcemu_print_counts()
+{
+    fprintf(stderr, "gcemu: launches %ld (kernels %ld, matmuls %ld, memsets %ld)\n",
+            gcemu_launch_count() + gcemu_lt_matmuls + gcemu_memsets, gcemu_launch_count(), gcemu_lt_matmuls,
+            gcemu_memsets);
+}
+inline struct gcemu_counts_at_exit {
+    gcemu_counts_at_exit()
+    {
+        if (getenv("GCEMU_COUNTS"))
+            atexit(gcemu_print_counts);
+    }
+} gcemu_counts_at_exit_;
+
 inline const char *cublasLtGetStatusString(cublasStatus_t s)
 {
     switch (s) {
