@@ -99,7 +99,7 @@ typedef enum TensorKind {
     TK_WORKSPACE, TK_COMM
 } TensorKind;
 typedef enum Region { RG_PARAMS, RG_GRADS, RG_OPTSTATE, RG_ARENA, RG_COUNT } Region;
-typedef enum Phase { PH_FWD, PH_BWD, PH_OPT, PH_RECOMPUTE, PH_COMM } Phase;
+typedef enum Phase { PH_FWD, PH_BWD, PH_OPT, PH_RECOMPUTE, PH_COMM, PH_COUNT } Phase;
 typedef enum InitKind { INIT_NONE, INIT_ZEROS, INIT_ONES, INIT_NORMAL } InitKind;
 
 const char *dtype_name(DType);
@@ -206,6 +206,13 @@ void op_make_views(Graph *g, const Op *op);
 double op_flops(const Graph *g, const Op *op);
 /* Bytes read plus written by op (its inputs and outputs, views excluded). */
 double op_bytes(const Graph *g, const Op *op);
+/* Kernel launches of one execution of op on the CUDA target (the launch
+ * structure of runtime/cuda: 2 for a chunked column sum, the sort stages of
+ * embedding_bwd, …; 1 for an op the table does not know better; 0 for views).
+ * ws: the planned workspace bytes (the chunking depends on it). */
+int op_launches(const Graph *g, const Op *op, size_t ws);
+/* Launches and bytes moved (op_bytes) per step of the schedule, by phase. */
+void graph_step_traffic(const Graph *g, long launches[PH_COUNT], double bytes[PH_COUNT]);
 /* 1 when output 0 of op may take the storage of input i (the kernel is
  * written to allow out == in[i]); never for accumulating outputs. */
 int op_inplace_ok(const Graph *g, const Op *op, int i);
