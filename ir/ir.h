@@ -29,6 +29,9 @@ typedef struct Loc {
 
 /* Registers a source buffer so errors can print the offending line. */
 void diag_add_source(const char *file, const char *text, size_t len);
+/* The text of loc's line in its registered source (without the newline;
+ * *len gets its length), or NULL when the source or the line is unknown. */
+const char *diag_source_line(Loc loc, size_t *len);
 /* Prints "file:line:col: error: msg", the source line and a caret to stderr
  * and counts the error. Without a location it prints "gcompile: error: msg". */
 void diag_error(Loc loc, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
