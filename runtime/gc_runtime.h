@@ -225,6 +225,10 @@ typedef struct gc_program {
      * {first element in the llm.c layout, elements} (see gcrt_params_to_shards) */
     int nshards;
     const long (*shards)[2];
+    /* hash of the plan's params and optstate layout: a training state
+     * (--ckpt-dir) written by one program resumes only in a program with
+     * the same hash */
+    unsigned long long state_hash;
 } gc_program;
 
 /* The emitted program's main(): parses flags (--help lists them), allocates

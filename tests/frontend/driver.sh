@@ -32,7 +32,7 @@ check too_long_T 1 "requirement does not hold with T = 2048, maxT = 1024" -- "$g
 check budget 1 "the plan needs" -- "$gc" "$graph" --mem 1GiB --emit summary
 check budget_ok 0 "parameters: 124475904" -- "$gc" "$graph" --mem 80GB --emit summary
 check two_inputs 1 "one input file expected" -- "$gc" "$graph" "$graph"
-check gpus 1 "not implemented yet" -- "$gc" "$graph" --gpus 2
+check gpus 1 "not implemented yet" -- "$gc" "$graph" --gpus 2 --split tp=2
 # --emit writes OUT atomically: the old file survives a failed compile
 echo keep >"$tmp/ir.txt"
 check emit_fail_keeps 1 "" -- "$gc" "$graph" -D C=10 --emit ir -o "$tmp/ir.txt"
