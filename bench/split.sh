@@ -47,9 +47,15 @@ for cfg in gpt2_124M gpt2_350M gpt2_774M gpt2_1558M; do
     done
 done
 echo
-echo "1558M, --gpus 8 --mem 16GiB: --split auto is not implemented yet; zero3 plans"
-echo "$(GiB "$(plan_bytes --config gpt2_1558M --gpus 8 --split zero3)") GiB per rank (activations of B=8 T=1024 without"
-echo "recompute dominate), so it does not fit 16 GiB until recompute (issue 10) can be chosen with the split."
+echo "1558M, B=8 T=1024 fp32, --gpus 8 --mem 16GiB --split auto (plan-text, or the error when none fits):"
+echo
+echo '```'
+"$gc" models/gpt2.graph --target cuda -D B=8 -D T=1024 --config gpt2_1558M --gpus 8 --mem 16GiB --split auto \
+    --emit plan-text 2>&1 | sed -n '1,12p' || true
+echo '```'
+echo
+echo "Activations of B=8 T=1024 kept for the backward dominate every split; they fit only once recompute"
+echo "and micro-batches (issue 10) are weighed together with the split."
 echo
 echo "### CPU, 124M, global batch 4 x 64: 2 ranks x 1 thread vs 1 rank x 2 threads"
 echo
