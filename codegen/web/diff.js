@@ -61,7 +61,7 @@
   const view = {x0: 0, x1: Math.max(A.ns, B.ns, 1), y0: 0, y1: Math.max(A.ymax, B.ymax)};
   let tls = [];
   const pick = (M, other) => (b, s) => selectName(M.T[M.memberAt(b, s)].name);
-  const opts = (M, label) => ({view, nsteps: view.x1, ymax: view.y1, label,
+  const opts = (M, label) => ({view, nsteps: view.x1, ymax: view.y1, label, axisLabel: 'schedule step',
     onView: () => tls.forEach((t) => t.redraw()),
     onHover: (b, s, ev) => GC.tip(b ? GC.tensorHTML(M, M.memberAt(b, s), s) : null, ev),
     onPick: pick(M), onStep: () => {}});

@@ -3,9 +3,11 @@
 scripts, against numbers computed here from the plan JSON, independently of
 the page's own code.
 
-  check.py plan PLAN.json DOM.html SHOT.png
+  check.py plan PLAN.json DOM.html SHOT.png [TENSOR QUERY]
+    (the page was opened as plan.html#tensor=TENSOR&q=QUERY)
   check.py diff A.json B.json DOM.html SHOT.png
 """
+import html
 import json
 import re
 import struct
@@ -124,7 +126,44 @@ def want(what, got, expected):
         fail("%s: page says %s, expected %s" % (what, got, expected))
 
 
-def check_plan(plan_path, dom_path, shot_path):
+def check_selection(plan, dom, name, query):
+    """#tensor=NAME selected it: its card with the source line, its producer
+    and its readers (through views too) marked in the schedule; #q=QUERY
+    searched tensor and op names."""
+    ts, sched = plan["tensors"], plan["schedule"]
+    i = [t["id"] for t in ts if t["name"] == name][0]
+    prod = min([s["step"] for s in sched if i in s["outputs"]] or [-1])
+    under, todo = {i}, [i]
+    while todo:
+        j = todo.pop()
+        for t in ts:
+            if t["view_of"] == j and t["id"] not in under:
+                under.add(t["id"])
+                todo.append(t["id"])
+    readers = {s["step"] for s in sched if under & set(s["inputs"])}
+    marks = {}
+    for cls, step in re.findall(r'<div class="(row[^"]*)" data-step="(\d+)"', dom):
+        for c in cls.split()[1:]:
+            marks.setdefault(c, set()).add(int(step))
+    want("producer row", sorted(marks.get("prod", [])), [prod] if prod >= 0 else [])
+    if marks.get("cons", set()) != readers:
+        fail("reader rows %s, expected %s" % (sorted(marks.get("cons", []))[:8], sorted(readers)[:8]))
+    card = re.search(r'<div id="selinfo".*?</p>', dom, re.S).group(0)
+    if ('<div class="tname">%s</div>' % html.escape(name)) not in card:
+        fail("the selected tensor's card is missing")
+    line = plan["source_lines"][ts[i]["src"].rsplit(":", 1)[0]].strip()
+    if html.escape(line, quote=False) not in card or ts[i]["src"] not in card:
+        fail("the card lacks the source line %r" % line)
+    q = query.lower()
+    nt = sum(q in t["name"].lower() for t in ts)
+    no = sum(q in s["name"].lower() or q in s["op"].lower() for s in sched)
+    m = re.search(r'<div id="results"[^>]*><b>(\d+)</b> tensors, <b>(\d+)</b> ops match', dom)
+    want("search matches", m and (m.group(1), m.group(2)), (str(nt), str(no)))
+    print("selection: %s made at step %d, read at %d steps; search %r: %d tensors, %d ops"
+          % (name, prod, len(readers), query, nt, no))
+
+
+def check_plan(plan_path, dom_path, shot_path, name=None, query=None):
     plan = json.load(open(plan_path))
     dom = open(dom_path, encoding="utf-8").read()
     st = stats(dom)
@@ -183,6 +222,8 @@ def check_plan(plan_path, dom_path, shot_path):
         fail("the source line of logits is not its definition")
     print("plan page: %d tensors, %d buffers, peak step %d (%d bytes), %d live there"
           % (len(ts), len(bufs), pstep, pbytes, len(live)))
+    if name:
+        check_selection(plan, dom, name, query)
     check_shot(shot_path)
 
 
@@ -232,6 +273,6 @@ def check_diff(a_path, b_path, dom_path, shot_path):
 
 if __name__ == "__main__":
     if sys.argv[1] == "plan":
-        check_plan(*sys.argv[2:5])
+        check_plan(*sys.argv[2:7])
     else:
         check_diff(*sys.argv[2:6])

@@ -1,5 +1,5 @@
 #!/bin/sh
-# Loads PAGE in headless Chromium twice: the DOM after its scripts ran into
+# Loads PAGE (a file, optionally with #fragment) in headless Chromium twice: the DOM after its scripts ran into
 # DOM, a 1400x1100 screenshot into PNG. A private profile under WORK.
 #   chrome.sh WORK PAGE DOM PNG
 set -eu
@@ -8,7 +8,9 @@ chrome=$(command -v chromium || command -v chromium-browser || command -v google
 if [ -z "$chrome" ]; then
     echo "FAIL: chromium not found (tools/deps.sh installs the Debian package chromium)"; exit 1
 fi
-url="file://$(cd "$(dirname "$page")" && pwd)/$(basename "$page")"
+file=${page%%#*}
+frag=${page#"$file"}
+url="file://$(cd "$(dirname "$file")" && pwd)/$(basename "$file")$frag"
 flags="--headless --no-sandbox --disable-gpu --hide-scrollbars --no-first-run --user-data-dir=$work/profile"
 export HOME="$work"
 # shellcheck disable=SC2086

@@ -14,5 +14,6 @@ mkdir -p "$work"
 if grep -Eq '(src|href)="(https?:)?//|@import|url\(' "$work/plan.html"; then
     echo "FAIL: the page refers to something outside itself"; exit 1
 fi
-sh "$here/chrome.sh" "$work" "$work/plan.html" "$work/dom.html" "$work/shot.png"
-python3 "$here/check.py" plan "$work/plan.json" "$work/dom.html" "$work/shot.png"
+# the page as a link opens it: a selected tensor and a search (the step stays the peak)
+sh "$here/chrome.sh" "$work" "$work/plan.html#tensor=logits&q=attproj" "$work/dom.html" "$work/shot.png"
+python3 "$here/check.py" plan "$work/plan.json" "$work/dom.html" "$work/shot.png" logits attproj
