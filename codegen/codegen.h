@@ -23,6 +23,7 @@ typedef struct EmitOptions {
     const char *precision;   /* "fp32" | "bf16" */
     size_t budget_bytes;     /* 0 = none */
     int poison;              /* emit NaN poisoning at the end of each lifetime */
+    int no_tf32;             /* cuda: fp32 matmuls on the fp32 units, not TF32 (--no-tf32) */
 } EmitOptions;
 
 /* ---------------------------------------------------------------- plan_json.c */

@@ -45,6 +45,9 @@ static void usage(FILE *f)
         "      --no-reuse         every tensor gets its own storage (baseline plan)\n"
         "      --no-fuse          keep matmul + bias add as two ops (fusion: bias\n"
         "                         epilogues only so far)\n"
+        "      --no-tf32          cuda: fp32 matmuls on the fp32 units (default: TF32\n"
+        "                         tensor cores on sm_80 and newer, as llm.c; inputs\n"
+        "                         rounded to 10 mantissa bits)\n"
         "      --poison           emitted program fills each buffer with NaN when its\n"
         "                         lifetime ends (debugging plans)\n"
         "      --gpu-arch LIST    CUDA architectures to build for (default: sm_80,sm_90)\n"
@@ -82,7 +85,7 @@ static const char *const emit_kinds[] = {"ir", "summary", "c", "cuda", "plan", "
 static int parse_args(int argc, char **argv, DriverOptions *o)
 {
     enum { O_CONFIG = 256, O_TARGET, O_PRECISION, O_MEM, O_GPUS, O_EMIT, O_NOREUSE, O_VERSION,
-           O_SCHEDULE, O_POISON, O_CC, O_NVCC, O_ARCH, O_NOFUSE };
+           O_SCHEDULE, O_POISON, O_CC, O_NVCC, O_ARCH, O_NOFUSE, O_NOTF32 };
     static const struct option longopts[] = {
         {"output", required_argument, 0, 'o'}, {"config", required_argument, 0, O_CONFIG},
         {"target", required_argument, 0, O_TARGET}, {"precision", required_argument, 0, O_PRECISION},
@@ -90,7 +93,8 @@ static int parse_args(int argc, char **argv, DriverOptions *o)
         {"emit", required_argument, 0, O_EMIT}, {"no-reuse", no_argument, 0, O_NOREUSE},
         {"schedule", required_argument, 0, O_SCHEDULE}, {"poison", no_argument, 0, O_POISON},
         {"cc", required_argument, 0, O_CC}, {"nvcc", required_argument, 0, O_NVCC},
-        {"gpu-arch", required_argument, 0, O_ARCH}, {"no-fuse", no_argument, 0, O_NOFUSE}, {"verbose", no_argument, 0, 'v'},
+        {"gpu-arch", required_argument, 0, O_ARCH}, {"no-fuse", no_argument, 0, O_NOFUSE},
+        {"no-tf32", no_argument, 0, O_NOTF32}, {"verbose", no_argument, 0, 'v'},
         {"help", no_argument, 0, 'h'}, {"version", no_argument, 0, O_VERSION}, {0, 0, 0, 0},
     };
     int c;
@@ -169,6 +173,7 @@ static int parse_args(int argc, char **argv, DriverOptions *o)
             }
             break;
         case O_POISON: o->emit.poison = 1; break;
+        case O_NOTF32: o->emit.no_tf32 = 1; break;
         case O_CC: o->cc = optarg; break;
         case O_NVCC: o->nvcc = optarg; break;
         case O_ARCH:

@@ -1,4 +1,5 @@
 /* diag.c — located diagnostics and allocation helpers. */
+#include <malloc.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -123,10 +124,37 @@ void *xcalloc(size_t n, size_t size)
 
 void *xrealloc(void *p, size_t n)
 {
+#ifdef GC_MOVE_ON_GROW      /* sanitizer builds: every growth moves (ir.h, the growth rule) */
+    void *q = xmalloc(n);
+    if (p) {
+        size_t old = malloc_usable_size(p);
+        memcpy(q, p, old < n ? old : n);
+        free(p);
+    }
+    return q;
+#endif
     p = realloc(p, n ? n : 1);
     if (!p)
         IR_BUG("out of memory (%zu bytes)", n);
     return p;
+}
+
+void *xgrow(void *p, int *cap, int need, size_t elem)
+{
+    if (need < 0)
+        IR_BUG("xgrow: negative count");
+#ifndef GC_MOVE_ON_GROW
+    if (need <= *cap)
+        return p;
+    int c = *cap > 8 ? *cap : 8;
+    while (c < need)
+        c = c > (1 << 29) ? need : 2 * c;
+    *cap = c;
+#else
+    if (need > *cap)
+        *cap = need;        /* exact size: the next growth moves again */
+#endif
+    return xrealloc(p, (size_t)*cap * elem);
 }
 
 char *xstrdup(const char *s)
