@@ -402,7 +402,8 @@ GC.regionsHTML = function (P) {
     bar += '<div class="seg" style="width:' + w + '%;background:' + GC.colour(GC.REGION_COLOR, r.name) + '" title="' +
       GC.esc(r.name + ': ' + GC.int(r.bytes) + ' bytes') + '">' + (w > 12 ? GC.esc(r.name) + ' ' + GC.human(r.bytes) : w > 5 ? GC.esc(r.name) : '') + '</div>';
   }
-  const mark = (v, cls, text) => '<div class="mark ' + cls + '" style="left:' + (100 * v / scale) + '%"><span>' + GC.esc(text) + '</span></div>';
+  const mark = (v, cls, text) => '<div class="mark ' + cls + (v / scale > 0.6 ? ' flip' : '') + '" style="left:' + (100 * v / scale) +
+    '%"><span>' + GC.esc(text) + '</span></div>';
   if (budget !== null) bar += mark(budget, 'budget', 'budget ' + GC.human(budget) + (total <= budget ? ' (fits)' : ' (does not fit)'));
   if (devBytes) bar += mark(devBytes, 'device', (dev.name ? dev.name + ' ' : 'device ') + GC.human(devBytes));
   let legend = regs.map((r) => '<span><i style="background:' + GC.colour(GC.REGION_COLOR, r.name) + '"></i>' + GC.esc(r.name) + ' ' +
