@@ -236,7 +236,8 @@ GC.Timeline = class {
       if (x1 < p.l || x0 > p.l + this.pw || y1 < p.t || y0 > p.t + this.ph) continue;
       g.globalAlpha = dim && !this.match.has(b.id) && !(this.hl && this.hl.buf === b.id) ? 0.15 : 1;
       g.fillStyle = this.colourOf(b);
-      g.fillRect(x0, y0, Math.max(x1 - x0, 1), Math.max(y1 - y0, 1));
+      const minH = dim && this.match.has(b.id) ? 3 : 1;   // search hits stay visible
+      g.fillRect(x0, Math.min(y0, y1 - minH), Math.max(x1 - x0, 1), Math.max(y1 - y0, minH));
       if (y1 - y0 > 4 && x1 - x0 > 4) { g.strokeStyle = 'rgba(255,255,255,0.7)'; g.lineWidth = 0.5; g.strokeRect(x0, y0, x1 - x0, y1 - y0); }
       if (b.members.length > 1 && y1 - y0 > 3) {   // in-place handovers inside one buffer
         g.strokeStyle = 'rgba(255,255,255,0.9)'; g.lineWidth = 1; g.setLineDash([2, 2]);
