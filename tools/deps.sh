@@ -2,7 +2,8 @@
 # Installs the Debian packages gcompile needs, when missing (run as root).
 set -eu
 need=""
-for p in build-essential cmake flex bison pkg-config libjansson-dev libopenblas-dev libopenmpi-dev openmpi-bin; do
+for p in build-essential cmake flex bison pkg-config libjansson-dev libopenblas-dev libopenmpi-dev openmpi-bin \
+         clang-14 libclang-rt-14-dev; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || need="$need $p"
 done
 if [ -n "$need" ]; then
