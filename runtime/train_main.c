@@ -435,14 +435,30 @@ static void print_header(const gc_program *p)
     printf("device: %s | threads %d\n", gc_device_name(), max_threads());
 }
 
-/* On a device that knows its free memory the plan must fit, or nothing starts. */
+/* On a device that knows its free memory the plan and the stated reserve
+ * (CUDA context, kernel images, cuBLASLt: they load lazily, after the
+ * regions) must fit, or nothing starts. */
 static int check_fits(const gc_program *p)
 {
     size_t need = total_region_bytes(p), avail = gc_device_free_bytes();
-    if (avail > 0 && need > avail)
-        return errorf("the plan needs %zu bytes of device memory but %s has only %zu bytes free",
-                      need, gc_device_name(), avail);
+    if (avail > 0 && need + p->device_reserve_bytes > avail)
+        return errorf("the plan needs %zu bytes of device memory plus a reserve of %zu (CUDA context, kernel images, "
+                      "cuBLASLt) but %s has only %zu bytes free",
+                      need, p->device_reserve_bytes, gc_device_name(), avail);
     return 0;
+}
+
+/* After the first step everything that loads lazily has loaded: the memory in
+ * use beyond the regions is what the reserve must cover. */
+static void report_reserve(const state *st)
+{
+    size_t total = gc_device_total_bytes(), free_b = gc_device_free_bytes(), plan = total_region_bytes(st->prog);
+    if (total == 0)
+        return;
+    size_t used = total - free_b, other = used > plan ? used - plan : 0;
+    printf("device memory after step 1: %zu bytes in use = plan %zu + %zu other (CUDA context, kernel images, "
+           "cuBLASLt; gcompile reserves %zu: %s)\n",
+           used, plan, other, st->prog->device_reserve_bytes, other <= st->prog->device_reserve_bytes ? "ok" : "EXCEEDED");
 }
 
 static int open_data(state *st)
@@ -533,6 +549,7 @@ static void alloc_regions(state *st)
                total_region_bytes(p), before - after);
     if (p->nparam_elems)
         gc_device_upload(st->ctx.region[GC_REGION_PARAMS], st->params, (size_t)p->nparam_elems * 4);
+    p->run(&st->ctx, GC_PHASE_PARAMS);   /* the bf16 weight copies, if any */
     st->ctx.lr = st->o.lr, st->ctx.beta1 = st->o.beta1, st->ctx.beta2 = st->o.beta2;
     st->ctx.eps = st->o.eps, st->ctx.weight_decay = st->o.wd;
     st->ctx.t = 1;
@@ -644,6 +661,8 @@ static int train(state *st)
         if (want_val(st, step) && validate(st, &val))
             return 1;
         report_step(st, step, loss, ms, val);
+        if (step == 1)
+            report_reserve(st);
         if (step > 1 || st->o.steps == 1)
             sum_ms += ms;
     }
@@ -805,6 +824,7 @@ static int pick_elements(check *c, long n, const gc_program *p, const float *g, 
 static double loss_at(state *st, long k, float v)
 {
     gc_device_upload(st->ctx.region[GC_REGION_PARAMS] + (size_t)k * 4, &v, 4);
+    st->prog->run(&st->ctx, GC_PHASE_PARAMS);
     upload_batch(st);
     st->prog->run(&st->ctx, GC_PHASE_FWD);
     return read_loss(st);
@@ -819,6 +839,7 @@ static double finite_diff(state *st, long k, double h)
     float lo = (float)(p0 - h * fmax(1.0, fabs(p0)));
     double fp = loss_at(st, k, hi), fm = loss_at(st, k, lo);
     gc_device_upload(st->ctx.region[GC_REGION_PARAMS] + (size_t)k * 4, &p0, 4);
+    st->prog->run(&st->ctx, GC_PHASE_PARAMS);
     return (fp - fm) / ((double)hi - (double)lo);
 }
 
