@@ -37,7 +37,11 @@ static void usage(FILE *f)
         "      --schedule S       plain | fused-opt (optimizer update right after\n"
         "                         each parameter's last gradient write; default)\n"
         "      --emit KIND        write one artifact instead of building:\n"
-        "                           ir, summary, c, cuda, plan, plan-text, plan-svg\n"
+        "                           ir, summary, c, cuda, plan, plan-text, plan-svg,\n"
+        "                           plan-html (the plan explorer: one offline web page)\n"
+        "      --emit plan-diff A.json B.json\n"
+        "                         instead of a graph: a web page comparing two plans\n"
+        "                         (from --emit plan) of the same graph\n"
         "      --no-reuse         every tensor gets its own storage (baseline plan)\n"
         "      --no-fuse          keep matmul + bias add as two ops (fusion: bias\n"
         "                         epilogues only so far)\n"
@@ -75,7 +79,8 @@ static long long parse_size(const char *s)
     return -1;
 }
 
-static const char *const emit_kinds[] = {"ir", "summary", "c", "cuda", "plan", "plan-text", "plan-svg", NULL};
+static const char *const emit_kinds[] = {"ir", "summary", "c", "cuda", "plan", "plan-text", "plan-svg",
+                                         "plan-html", "plan-diff", NULL};
 
 static int parse_args(int argc, char **argv, DriverOptions *o)
 {
@@ -149,7 +154,7 @@ static int parse_args(int argc, char **argv, DriverOptions *o)
                 ok |= !strcmp(optarg, emit_kinds[i]);
             if (!ok) {
                 fprintf(stderr, "gcompile: error: --emit: unknown kind '%s' (ir, summary, c, cuda, plan, "
-                                "plan-text, plan-svg)\n", optarg);
+                                "plan-text, plan-svg, plan-html, plan-diff)\n", optarg);
                 return 1;
             }
             o->emit_kind = optarg;
@@ -194,6 +199,16 @@ static int parse_args(int argc, char **argv, DriverOptions *o)
             fprintf(stderr, "gcompile: error: unknown option '%s' (see --help)\n", argv[optind - 1]);
             return 1;
         }
+    }
+    if (o->emit_kind && !strcmp(o->emit_kind, "plan-diff")) {   /* two plans instead of a graph */
+        if (argc - optind != 2) {
+            fprintf(stderr, "gcompile: error: --emit plan-diff expects two plan files (A.json B.json), got %d\n",
+                    argc - optind);
+            return 1;
+        }
+        o->input = argv[optind];
+        o->input2 = argv[optind + 1];
+        return 0;
     }
     if (optind >= argc) {
         fprintf(stderr, "gcompile: error: no input file (usage: gcompile FILE.graph [options]; see --help)\n");
@@ -245,6 +260,8 @@ int main(int argc, char **argv)
     };
     if (parse_args(argc, argv, &o))
         return 1;
+    if (o.input2)
+        return driver_emit_diff(&o);
     Ast *ast = NULL;
     Graph *g = NULL;
     int rc = 1;
