@@ -183,6 +183,20 @@ void emit_kernel_call(FILE *f, const Graph *g, const Op *op)
         fprintf(f, "%ldL, ctx->lr, ctx->beta1, ctx->beta2, ctx->eps, %s, ctx->t);\n", in0->numel,
                 op->attr[0] != 0 ? "ctx->weight_decay" : "0.0f");
         return;
+    case OP_ATTENTION: case OP_ATTENTION_BWD: {
+        long geom[12];
+        op_attention_geom(g, op, geom);
+        fprintf(f, "{ static const long geom[] = {");
+        for (int i = 0; i < 12; i++)
+            fprintf(f, "%s%ldL", i ? ", " : "", geom[i]);
+        fprintf(f, "}; ");
+        call_head(f, g, op->kind == OP_ATTENTION ? "gc_attention_fwd" : "gc_attention_bwd", op, NULL, 0);
+        if (op->kind == OP_ATTENTION)
+            fprintf(f, ", geom, %.9ef); }\n", op->attr[0]);
+        else
+            fprintf(f, ", geom, %.9ef, %d); }\n", op->attr[0], op->acc);
+        return;
+    }
     default:
         IR_BUG("no kernel call for %s", op_info[op->kind].name);
     }

@@ -39,8 +39,11 @@ static void usage(FILE *f)
         "      --emit KIND        write one artifact instead of building:\n"
         "                           ir, summary, c, cuda, plan, plan-text, plan-svg\n"
         "      --no-reuse         every tensor gets its own storage (baseline plan)\n"
-        "      --no-fuse          keep matmul + bias add as two ops (fusion: bias\n"
-        "                         epilogues only so far)\n"
+        "      --no-fuse[=KINDS]  turn fusions off: all of them, or the comma-separated\n"
+        "                         kinds given (repeatable): attention (causal attention\n"
+        "                         without the T x T scores), bias (matmul + bias\n"
+        "                         epilogue); classifier, gelu and layernorm are accepted\n"
+        "                         but those fusions are not implemented yet\n"
         "      --poison           emitted program fills each buffer with NaN when its\n"
         "                         lifetime ends (debugging plans)\n"
         "      --gpu-arch LIST    CUDA architectures to build for (default: sm_80,sm_90)\n"
@@ -72,6 +75,32 @@ static long long parse_size(const char *s)
     return -1;
 }
 
+/* --no-fuse[=KIND[,KIND...]] into the mask of fusions left off */
+static int parse_no_fuse(const char *arg, int *mask)
+{
+    if (!arg) {
+        *mask = FUSE_ALL;
+        return 0;
+    }
+    char *list = xstrdup(arg), *save = NULL;
+    int rc = 0;
+    for (char *k = strtok_r(list, ",", &save); k && !rc; k = strtok_r(NULL, ",", &save)) {
+        int kind = fuse_kind(k);
+        if (!kind) {
+            fprintf(stderr, "gcompile: error: --no-fuse: unknown fusion '%s' (attention, classifier, bias, gelu, "
+                            "layernorm)\n", k);
+            rc = 1;
+        }
+        *mask |= kind;
+    }
+    if (!rc && !*arg) {
+        fprintf(stderr, "gcompile: error: --no-fuse= needs a fusion name (or use plain --no-fuse)\n");
+        rc = 1;
+    }
+    free(list);
+    return rc;
+}
+
 static const char *const emit_kinds[] = {"ir", "summary", "c", "cuda", "plan", "plan-text", "plan-svg", NULL};
 
 static int parse_args(int argc, char **argv, DriverOptions *o)
@@ -85,7 +114,7 @@ static int parse_args(int argc, char **argv, DriverOptions *o)
         {"emit", required_argument, 0, O_EMIT}, {"no-reuse", no_argument, 0, O_NOREUSE},
         {"schedule", required_argument, 0, O_SCHEDULE}, {"poison", no_argument, 0, O_POISON},
         {"cc", required_argument, 0, O_CC}, {"nvcc", required_argument, 0, O_NVCC},
-        {"gpu-arch", required_argument, 0, O_ARCH}, {"no-fuse", no_argument, 0, O_NOFUSE}, {"verbose", no_argument, 0, 'v'},
+        {"gpu-arch", required_argument, 0, O_ARCH}, {"no-fuse", optional_argument, 0, O_NOFUSE}, {"verbose", no_argument, 0, 'v'},
         {"help", no_argument, 0, 'h'}, {"version", no_argument, 0, O_VERSION}, {0, 0, 0, 0},
     };
     int c;
@@ -152,7 +181,10 @@ static int parse_args(int argc, char **argv, DriverOptions *o)
             break;
         }
         case O_NOREUSE: o->no_reuse = 1; break;
-        case O_NOFUSE: o->no_fuse = 1; break;
+        case O_NOFUSE:
+            if (parse_no_fuse(optarg, &o->no_fuse))
+                return 1;
+            break;
         case O_SCHEDULE:
             if (!strcmp(optarg, "plain"))
                 o->schedule = SCHED_PLAIN;
@@ -255,8 +287,12 @@ int main(int argc, char **argv)
     if (diag_count())
         goto done;
     ir_verify(g);
-    if (!o.no_fuse) {
+    if (!(o.no_fuse & FUSE_BIAS)) {
         PASS(&o, "fuse", pass_fuse(g));
+        ir_verify(g);
+    }
+    if (!(o.no_fuse & FUSE_ATTENTION)) {
+        PASS(&o, "fuse-att", pass_fuse_attention(g));
         ir_verify(g);
     }
     if (!strcmp(o.emit.precision, "bf16")) {

@@ -384,6 +384,8 @@ static void grad_internal(AD *ad, const Op *op, int dy)
 #define RULE_FILL grad_internal
 #define RULE_ADAMW grad_internal
 #define RULE_MATMUL_BIAS grad_internal
+#define RULE_ATTENTION grad_internal
+#define RULE_ATTENTION_BWD grad_internal
 
 static const GradFn grad_rule[OP_COUNT] = {
 #define OP(E, name, nin, nout, attrs, cls) [OP_##E] = RULE_##E,

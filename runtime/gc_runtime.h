@@ -105,6 +105,23 @@ void gc_adamw(float *p, const float *g, float *m, float *v, long n, float lr,
 /* Fill `bytes` bytes at p with quiet NaNs (debug builds: end of a lifetime). */
 void gc_poison(void *p, size_t bytes);
 
+/* ---------------------------------------------------------------- attention_cpu.c / attention_cuda.cu */
+/* Fused causal attention (passes/fuse_attention.c), FlashAttention-2 style:
+ * the T x T scores are never stored. q, k, v are read in place from x and y
+ * is written in place, through element strides in geom[12] =
+ *   {B, NH, T, hs, sb, sh, st, koff, voff, yb, yh, yt}:
+ * q[b,h,t,d] = x[b*sb + h*sh + t*st + d], k and v the same at +koff, +voff;
+ * y[b,h,t,d] at b*yb + h*yh + t*yt + d. lse (B*NH*T, contiguous) keeps one
+ * log-sum-exp of the scaled, masked scores per row for the backward.
+ *   y = softmax(causal_mask(scale * q k^T)) v
+ * hs <= GC_ATTENTION_MAXHS. */
+#define GC_ATTENTION_MAXHS 128
+void gc_attention_fwd(gc_real *y, gc_real *lse, const gc_real *x, const long *geom, float scale);
+/* dq, dk, dv (+)= the gradients of y given dy, written into dx (x's layout:
+ * the same strides and offsets); scores recomputed tile by tile from lse. */
+void gc_attention_bwd(gc_real *dx, const gc_real *dy, const gc_real *x, const gc_real *y, const gc_real *lse,
+                      const long *geom, float scale, int acc);
+
 /* ---------------------------------------------------------------- device_cpu.c / device_cuda.cu */
 /* The target's memory, seen by train_main.c. On the CPU these are malloc and
  * memcpy; on CUDA cudaMalloc/cudaMemcpy with every call checked (file:line). */
