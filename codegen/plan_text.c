@@ -179,6 +179,24 @@ static void largest(FILE *f, const Graph *g, int top)
     free(v);
 }
 
+/* Kernel launches and bytes moved per step, by phase (ir/ops.c's counts). */
+static void traffic(FILE *f, const Graph *g)
+{
+    long launches[PH_COUNT], nl = 0;
+    double bytes[PH_COUNT], nb = 0;
+    char h[32];
+    graph_step_traffic(g, launches, bytes);
+    fprintf(f, "step traffic (CUDA kernel launches, bytes read + written):\n");
+    for (int p = 0; p < PH_COUNT; p++) {
+        nl += launches[p];
+        nb += bytes[p];
+        if (launches[p] || bytes[p] > 0)
+            fprintf(f, "  %-9s %6ld launches  %12s  %15.0f bytes\n", phase_name((Phase)p), launches[p],
+                    human((size_t)bytes[p], h, sizeof h), bytes[p]);
+    }
+    fprintf(f, "  %-9s %6ld launches  %12s  %15.0f bytes\n", "step", nl, human((size_t)nb, h, sizeof h), nb);
+}
+
 void emit_plan_text(FILE *f, const Graph *g, const EmitOptions *opt)
 {
     fprintf(f, "memory plan: %s%s%s, target %s, schedule %s, %d steps, %d tensors\n",
@@ -197,4 +215,5 @@ void emit_plan_text(FILE *f, const Graph *g, const EmitOptions *opt)
     kinds(f, g);
     fusions(f, g, opt);
     largest(f, g, 10);
+    traffic(f, g);
 }

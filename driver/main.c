@@ -37,13 +37,20 @@ static void usage(FILE *f)
         "      --schedule S       plain | fused-opt (optimizer update right after\n"
         "                         each parameter's last gradient write; default)\n"
         "      --emit KIND        write one artifact instead of building:\n"
-        "                           ir, summary, c, cuda, plan, plan-text, plan-svg\n"
+        "                           ir, summary, c, cuda, plan, plan-text, plan-svg,\n"
+        "                           plan-html (the plan explorer: one offline web page)\n"
+        "      --emit plan-diff A.json B.json\n"
+        "                         instead of a graph: a web page comparing two plans\n"
+        "                         (from --emit plan) of the same graph\n"
         "      --no-reuse         every tensor gets its own storage (baseline plan)\n"
         "      --no-fuse[=KINDS]  turn fusions off: all of them, or the comma-separated\n"
         "                         kinds given (repeatable): attention (causal attention\n"
         "                         without the T x T scores), bias (matmul + bias\n"
         "                         epilogue); classifier, gelu and layernorm are accepted\n"
         "                         but those fusions are not implemented yet\n"
+        "      --no-tf32          cuda: fp32 matmuls on the fp32 units (default: TF32\n"
+        "                         tensor cores on sm_80 and newer, as llm.c; inputs\n"
+        "                         rounded to 10 mantissa bits)\n"
         "      --poison           emitted program fills each buffer with NaN when its\n"
         "                         lifetime ends (debugging plans)\n"
         "      --gpu-arch LIST    CUDA architectures to build for (default: sm_80,sm_90)\n"
@@ -101,12 +108,13 @@ static int parse_no_fuse(const char *arg, int *mask)
     return rc;
 }
 
-static const char *const emit_kinds[] = {"ir", "summary", "c", "cuda", "plan", "plan-text", "plan-svg", NULL};
+static const char *const emit_kinds[] = {"ir", "summary", "c", "cuda", "plan", "plan-text", "plan-svg",
+                                         "plan-html", "plan-diff", NULL};
 
 static int parse_args(int argc, char **argv, DriverOptions *o)
 {
     enum { O_CONFIG = 256, O_TARGET, O_PRECISION, O_MEM, O_GPUS, O_EMIT, O_NOREUSE, O_VERSION,
-           O_SCHEDULE, O_POISON, O_CC, O_NVCC, O_ARCH, O_NOFUSE };
+           O_SCHEDULE, O_POISON, O_CC, O_NVCC, O_ARCH, O_NOFUSE, O_NOTF32 };
     static const struct option longopts[] = {
         {"output", required_argument, 0, 'o'}, {"config", required_argument, 0, O_CONFIG},
         {"target", required_argument, 0, O_TARGET}, {"precision", required_argument, 0, O_PRECISION},
@@ -114,7 +122,8 @@ static int parse_args(int argc, char **argv, DriverOptions *o)
         {"emit", required_argument, 0, O_EMIT}, {"no-reuse", no_argument, 0, O_NOREUSE},
         {"schedule", required_argument, 0, O_SCHEDULE}, {"poison", no_argument, 0, O_POISON},
         {"cc", required_argument, 0, O_CC}, {"nvcc", required_argument, 0, O_NVCC},
-        {"gpu-arch", required_argument, 0, O_ARCH}, {"no-fuse", optional_argument, 0, O_NOFUSE}, {"verbose", no_argument, 0, 'v'},
+        {"gpu-arch", required_argument, 0, O_ARCH}, {"no-fuse", optional_argument, 0, O_NOFUSE},
+        {"no-tf32", no_argument, 0, O_NOTF32}, {"verbose", no_argument, 0, 'v'},
         {"help", no_argument, 0, 'h'}, {"version", no_argument, 0, O_VERSION}, {0, 0, 0, 0},
     };
     int c;
@@ -174,7 +183,7 @@ static int parse_args(int argc, char **argv, DriverOptions *o)
                 ok |= !strcmp(optarg, emit_kinds[i]);
             if (!ok) {
                 fprintf(stderr, "gcompile: error: --emit: unknown kind '%s' (ir, summary, c, cuda, plan, "
-                                "plan-text, plan-svg)\n", optarg);
+                                "plan-text, plan-svg, plan-html, plan-diff)\n", optarg);
                 return 1;
             }
             o->emit_kind = optarg;
@@ -196,6 +205,7 @@ static int parse_args(int argc, char **argv, DriverOptions *o)
             }
             break;
         case O_POISON: o->emit.poison = 1; break;
+        case O_NOTF32: o->emit.no_tf32 = 1; break;
         case O_CC: o->cc = optarg; break;
         case O_NVCC: o->nvcc = optarg; break;
         case O_ARCH:
@@ -221,6 +231,16 @@ static int parse_args(int argc, char **argv, DriverOptions *o)
             fprintf(stderr, "gcompile: error: unknown option '%s' (see --help)\n", argv[optind - 1]);
             return 1;
         }
+    }
+    if (o->emit_kind && !strcmp(o->emit_kind, "plan-diff")) {   /* two plans instead of a graph */
+        if (argc - optind != 2) {
+            fprintf(stderr, "gcompile: error: --emit plan-diff expects two plan files (A.json B.json), got %d\n",
+                    argc - optind);
+            return 1;
+        }
+        o->input = argv[optind];
+        o->input2 = argv[optind + 1];
+        return 0;
     }
     if (optind >= argc) {
         fprintf(stderr, "gcompile: error: no input file (usage: gcompile FILE.graph [options]; see --help)\n");
@@ -272,6 +292,8 @@ int main(int argc, char **argv)
     };
     if (parse_args(argc, argv, &o))
         return 1;
+    if (o.input2)
+        return driver_emit_diff(&o);
     Ast *ast = NULL;
     Graph *g = NULL;
     int rc = 1;
