@@ -184,6 +184,13 @@ void emit_kernel_call(FILE *f, const Graph *g, const Op *op)
         fprintf(f, "%ldL, ctx->lr, ctx->beta1, ctx->beta2, ctx->eps, %s, ctx->t);\n", in0->numel,
                 op->attr[0] != 0 ? "ctx->weight_decay" : "0.0f");
         return;
+    case OP_CLASSIFIER: {
+        const Tensor *w = &g->t[op->in[1]];
+        call_head(f, g, "gc_classifier", op, NULL, 0);
+        fprintf(f, ", %ldL, %ldL, %ldL, %ldL, %ldL, %d);\n", in0->numel / w->shape[1], w->shape[1], w->shape[0],
+                (long)op->attr[0], (long)op->attr[1], op->acc);
+        return;
+    }
     case OP_ATTENTION: case OP_ATTENTION_BWD: {
         long geom[12];
         op_attention_geom(g, op, geom);

@@ -350,6 +350,10 @@ double op_flops(const Graph *g, const Op *op)
     case OP_REDUCE_ROWS: return in0;
     case OP_EMBEDDING_BWD: return in0;
     case OP_ADAMW: return 12 * in0;
+    case OP_CLASSIFIER: {   /* logits, dx, dw matmuls; loss and gradient per logit */
+        double N = (double)T(0)->numel / (double)T(1)->shape[1];
+        return 6.0 * N * (double)T(1)->numel + 9.0 * N * (double)T(1)->shape[0];
+    }
     case OP_ATTENTION: case OP_ATTENTION_BWD: {
         long geom[12];
         op_attention_geom(g, op, geom);

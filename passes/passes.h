@@ -60,6 +60,12 @@ void fuse_note(Graph *g, const char *kind, double elems);
  * T x T scores. Run after autodiff, before precision. */
 void pass_fuse_attention(Graph *g);
 
+/* ---------------------------------------------------------------- fuse_classifier.c */
+/* loss = cross_entropy(matmul(x, w, tb=1)) and its backward become one
+ * classifier op that walks the rows in chunks of min(B*T, rows) rows: the
+ * B*T x Vp logits leave the plan. CPU target only so far. */
+void pass_fuse_classifier(Graph *g, long rows);
+
 /* ---------------------------------------------------------------- precision.c */
 /* --precision bf16: bf16 activations and activation gradients, fp32 master
  * weights, parameter gradients and optimizer state, a bf16 copy of each parameter refreshed by a cast op at

@@ -66,6 +66,12 @@ static inline float gcrt_expf_nonpos(float x)
     return e;
 }
 
+/* ---------------------------------------------------------------- kernels_cpu.c: cross-entropy rows */
+/* (shared with classifier_cpu.c) logsumexp(x[0:n]) - x[t], in double */
+double gcrt_ce_row_loss(const gc_real *x, long n, long t);
+/* d[0:V] (+)= scale * (softmax(x[0:V]) - onehot(t)), d[V:Vp] (+)= 0; d may be x */
+void gcrt_ce_row_grad(gc_real *d, const gc_real *x, long V, long Vp, long t, gc_real scale, int acc);
+
 /* ---------------------------------------------------------------- rng.c */
 /* xoshiro256** seeded through splitmix64; every stream is a pure function of
  * (seed, stream), so init, sampling and gradcheck never disturb each other. */

@@ -563,7 +563,7 @@ void gc_causal_mask_bwd(gc_real *dx, const gc_real *dy, long batch, long T, int 
 /* ------------------------------------------------------------------ cross-entropy */
 
 /* logsumexp(x[0:n]) - x[t], max subtracted, the sum in double. */
-ROW_CLONES static double ce_row_loss(const gc_real *x, long n, long t)
+ROW_CLONES double gcrt_ce_row_loss(const gc_real *x, long n, long t)
 {
     gc_real m = row_max(x, n);
     return log(row_sumexp(x, n, m)) + (double)m - (double)x[t];
@@ -587,7 +587,7 @@ void gc_crossentropy_fwd(gc_real *loss, const gc_real *logits, const int32_t *ta
     }
     #pragma omp parallel for schedule(static) if (n * V >= PAR_MIN_WORK)
     for (long r = 0; r < n; r++)
-        rl[r] = ce_row_loss(logits + r * Vp, V, targets[r]);
+        rl[r] = gcrt_ce_row_loss(logits + r * Vp, V, targets[r]);
     double sum = 0.0;
     for (long r = 0; r < n; r++)
         sum += rl[r];
@@ -607,7 +607,7 @@ static inline void ce_grad_add(gc_real *d, const gc_real *x, long lo, long hi, g
  * - onehot(t)), d[V:Vp] (+)= 0. d may be x. Without acc the exponentials are
  * stored in d and scaled in a second pass (one exp per element); with acc
  * they are computed twice. */
-ROW_CLONES static void ce_row_grad(gc_real *d, const gc_real *x, long V, long Vp, long t,
+ROW_CLONES void gcrt_ce_row_grad(gc_real *d, const gc_real *x, long V, long Vp, long t,
                                    gc_real scale, int acc)
 {
     gc_real m = row_max(x, V);
@@ -641,7 +641,7 @@ void gc_crossentropy_bwd(gc_real *dlogits, const gc_real *dloss, const gc_real *
     gc_real scale = dloss[0] / (gc_real)n;
     #pragma omp parallel for schedule(static) if (n * V >= PAR_MIN_WORK)
     for (long r = 0; r < n; r++)
-        ce_row_grad(dlogits + r * Vp, logits + r * Vp, V, Vp, targets[r], scale, acc & 1);
+        gcrt_ce_row_grad(dlogits + r * Vp, logits + r * Vp, V, Vp, targets[r], scale, acc & 1);
 }
 
 /* ------------------------------------------------------------------ fill, adamw, poison */

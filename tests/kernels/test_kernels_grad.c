@@ -574,6 +574,75 @@ static void test_attention(void)
     att_case(1, 1, 130, 64, 0, 120);
 }
 
+/* ------------------------------------------------------------------ classifier */
+
+typedef struct {
+    double *x, *w, *dx, *dw, *chunk, *rowloss, loss;
+    int32_t *t;
+    long N, C, Vp, V, R;
+} ClsCtx;
+
+static double cls_loss(void *p)
+{
+    ClsCtx *c = p;
+    double *dx = kt_alloc((size_t)(c->N * c->C) * sizeof(double)), *dw = kt_alloc((size_t)(c->Vp * c->C) * sizeof(double));
+    gc_classifier(&c->loss, dx, dw, c->chunk, c->rowloss, c->x, c->w, c->t, c->N, c->C, c->Vp, c->V, c->R, 0);
+    free(dx), free(dw);
+    return c->loss;
+}
+
+static void cls_dx(void *p, double *dx, int acc)
+{
+    ClsCtx *c = p;
+    gc_classifier(&c->loss, dx, c->dw, c->chunk, c->rowloss, c->x, c->w, c->t, c->N, c->C, c->Vp, c->V, c->R,
+                  acc << 1);
+}
+
+static void cls_dw(void *p, double *dw, int acc)
+{
+    ClsCtx *c = p;
+    gc_classifier(&c->loss, c->dx, dw, c->chunk, c->rowloss, c->x, c->w, c->t, c->N, c->C, c->Vp, c->V, c->R,
+                  acc << 2);
+}
+
+static void cls_case(long N, long C, long Vp, long V, long R, long ns)
+{
+    char what[96];
+    snprintf(what, sizeof what, "classifier N=%ld C=%ld Vp=%ld V=%ld R=%ld", N, C, Vp, V, R);
+    ClsCtx c = {kt_rand(N * C, -1, 1), kt_rand(Vp * C, -1, 1), kt_alloc((size_t)(N * C) * sizeof(double)),
+                kt_alloc((size_t)(Vp * C) * sizeof(double)), kt_alloc((size_t)(R * Vp) * sizeof(double)),
+                kt_alloc((size_t)(2 * N) * sizeof(double)), 0, kt_randidx(N, V), N, C, Vp, V, R};
+    /* the loss against logits and cross-entropy done the plain way */
+    double *logits = kt_alloc((size_t)(N * Vp) * sizeof(double)), want = 0;
+    gc_matmul(logits, c.x, c.w, 1, N, Vp, C, 0, 1, 0);
+    for (long r = 0; r < N; r++) {
+        double m = -INFINITY, s = 0;
+        for (long v = 0; v < V; v++)
+            m = fmax(m, logits[r * Vp + v]);
+        for (long v = 0; v < V; v++)
+            s += exp(logits[r * Vp + v] - m);
+        want += m + log(s) - logits[r * Vp + c.t[r]];
+    }
+    want /= (double)N;
+    double got = cls_loss(&c);
+    KT_CHECK(fabs(got - want) <= 1e-12 * fabs(want), "%s: loss %.15g, want %.15g", what, got, want);
+    double *dx = kt_alloc((size_t)(N * C) * sizeof(double)), *dw = kt_alloc((size_t)(Vp * C) * sizeof(double));
+    run_both_acc(what, cls_dx, &c, dx, N * C);
+    run_both_acc(what, cls_dw, &c, dw, Vp * C);
+    check_fd(what, cls_loss, &c, c.x, dx, N * C, ns);
+    check_fd(what, cls_loss, &c, c.w, dw, Vp * C, ns);
+    free(c.x), free(c.w), free(c.dx), free(c.dw), free(c.chunk), free(c.rowloss), free(c.t);
+    free(logits), free(dx), free(dw);
+}
+
+static void test_classifier(void)
+{
+    cls_case(1, 1, 1, 1, 1, 10);
+    cls_case(37, 12, 50, 45, 16, 200);     /* 3 chunks, the last of 5 rows; padded vocabulary */
+    cls_case(64, 20, 130, 130, 64, 150);   /* one chunk */
+    cls_case(100, 8, 33, 30, 7, 150);
+}
+
 int main(int argc, char **argv)
 {
     static const kt_case cases[] = {
@@ -581,7 +650,7 @@ int main(int argc, char **argv)
         {"embedding", test_embedding},     {"layernorm", test_layernorm},
         {"permute", test_permute},         {"softmax", test_softmax},
         {"causal_mask", test_causal_mask}, {"cross_entropy", test_crossentropy},
-        {"attention", test_attention},
+        {"attention", test_attention},     {"classifier", test_classifier},
     };
     kt_seed(1234);
     return kt_main(argc, argv, cases, (int)(sizeof cases / sizeof cases[0]));

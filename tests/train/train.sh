@@ -41,7 +41,7 @@ noreuse)   # the planned program and the every-tensor-its-own-storage one agree 
     ;;
 poison)    # NaN-poisoned buffers at the end of each lifetime: still the same losses
     compile t_plan
-    compile t_poison --poison
+    compile t_poison --poison --classifier-chunk 100
     grep -q gc_poison t_poison 2>/dev/null || true
     losses t_plan --steps 8 >a.txt
     losses t_poison --steps 8 >b.txt
@@ -118,10 +118,10 @@ rules)     # small graphs that exercise single backward rules, through --gradche
 fusions)   # each fusion on vs off: 20 steps within 1e-5; fused programs pass gradcheck; poison clean
     jloss() { sed -n 's/.*"loss":\([^,]*\),.*/\1/p' "$1"; }
     for shape in "" "-D T=37 -D C=48"; do     # T=37, head size 12: no multiple of any tile
-        compile t_on $shape
+        compile t_on $shape --classifier-chunk 100    # chunks of 100 rows: N = 256 or 148
         ./t_on --threads 2 --steps 20 --log on.jsonl >/dev/null || fail "fused run $shape"
-        for kind in attention; do
-            compile t_off $shape --no-fuse=$kind
+        for kind in attention classifier; do
+            compile t_off $shape --classifier-chunk 100 --no-fuse=$kind
             ./t_off --threads 2 --steps 20 --log off.jsonl >/dev/null || fail "--no-fuse=$kind run"
             jloss on.jsonl >a.txt
             jloss off.jsonl >b.txt
@@ -130,10 +130,11 @@ fusions)   # each fusion on vs off: 20 steps within 1e-5; fused programs pass gr
                 END { printf "%s on vs off: max |diff| %.3g over 20 steps\n", k, m; exit !(m <= 1e-5) }' ||
                 { paste a.txt b.txt; fail "--no-fuse=$kind changed the losses"; }
         done
-        compile t_gc $shape --schedule plain
+        compile t_gc $shape --schedule plain --classifier-chunk 100
         ./t_gc --threads 2 --gradcheck 48 >out.txt 2>&1 || { cat out.txt; fail "gradcheck, fused $shape"; }
-        "$gc" "$graph" --config tiny --target cpu $shape --emit c | grep -q gc_attention_fwd ||
-            fail "no fused attention in the program $shape"
+        "$gc" "$graph" --config tiny --target cpu $shape --emit c >prog.c
+        grep -q gc_attention_fwd prog.c || fail "no fused attention in the program $shape"
+        grep -q gc_classifier prog.c || fail "no fused classifier in the program $shape"
     done
     compile t_poison --poison
     ./t_poison --threads 2 --steps 4 | grep -qi nan && fail "NaN loss with --poison and fusions"
