@@ -62,7 +62,7 @@ profile)   # --profile: same losses; one row per kernel and shape, rows add up t
     sed -n 's/^step *[0-9]*\/[0-9]* | loss \([^ ]*\) .*/\1/p' out.txt >b.txt
     cmp -s a.txt b.txt || { paste a.txt b.txt; fail "--profile changed the losses"; }
     grep -q '^profile: [0-9]* kernels and shapes, mean over 3 steps' out.txt || { cat out.txt; fail "profile header"; }
-    for k in "fwd matmul_bias 256x192x64 tb" "bwd matmul 256x64x256 ta" "opt adamw" "fwd cross_entropy" "bwd ew_gelu_bwd"; do
+    for k in "fwd matmul_bias 256x192x64 tb" "bwd matmul 256x64x256 ta" "opt adamw" "fwd classifier" "bwd ew_gelu_bwd"; do
         grep -q " $k\$" out.txt || { cat out.txt; fail "no profile row '$k'"; }
     done
     # the rows sum to the ops total in the header (to rounding), and every row's calls are > 0
