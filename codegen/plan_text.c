@@ -179,6 +179,21 @@ static void largest(FILE *f, const Graph *g, int top)
     free(v);
 }
 
+/* The trainer's --grad-clip needs every gradient before the first update:
+ * say whether this plan has them and what they cost (docs/training.md). */
+static void clipping(FILE *f, const Graph *g)
+{
+    char h[32];
+    if (g->region_bytes[RG_GRADS] > 0)
+        fprintf(f, "gradient clipping (train --grad-clip): available; the grads region holds every gradient "
+                   "until the updates: %s (%zu bytes)\n", human(g->region_bytes[RG_GRADS], h, sizeof h),
+                g->region_bytes[RG_GRADS]);
+    else
+        fprintf(f, "gradient clipping (train --grad-clip): not available in this schedule (updates inside the "
+                   "backward); --schedule plain adds a grads region of %s (%zu bytes) and replans the arena\n",
+                human(g->region_bytes[RG_PARAMS], h, sizeof h), g->region_bytes[RG_PARAMS]);
+}
+
 /* Kernel launches and bytes moved per step, by phase (ir/ops.c's counts). */
 static void traffic(FILE *f, const Graph *g)
 {
@@ -216,4 +231,5 @@ void emit_plan_text(FILE *f, const Graph *g, const EmitOptions *opt)
     fusions(f, g, opt);
     largest(f, g, 10);
     traffic(f, g);
+    clipping(f, g);
 }

@@ -51,17 +51,42 @@ static const char *runtime_lib(void)
     return d && *d ? d : GC_RUNTIME_LIB;
 }
 
+#ifndef GC_PROGRAM_CFLAGS
+#define GC_PROGRAM_CFLAGS ""   /* sanitizer builds: the runtime's -fsanitize flags (CMakeLists.txt) */
+#endif
+
+/* Appends the space-separated words of s to argv (a copy in *buf). */
+static int add_words(char **argv, int n, int max, const char *s, char **buf)
+{
+    *buf = xstrdup(s);
+    for (char *w = strtok(*buf, " \t"); w && n < max; w = strtok(NULL, " \t"))
+        argv[n++] = w;
+    return n;
+}
+
+/* cc on the program and the runtime; the flags the runtime was built with
+ * (GC_PROGRAM_CFLAGS: a sanitizer build's programs are sanitized too), then
+ * $GCOMPILE_CFLAGS (e.g. -fsanitize=thread). */
 static int build_cpu(const char *src, const char *exe, const DriverOptions *o)
 {
     char *inc = xasprintf("-I%s", runtime_dir());
     char *cbl = xasprintf("-I%s", GC_CBLAS_INCLUDE);
-    char *cc = xstrdup(o->cc);
-    char *argv[] = {cc, "-std=c11", "-O3", "-march=native", "-fopenmp", "-w", inc, cbl, "-o", (char *)exe,
-                    (char *)src, (char *)runtime_lib(), GC_OPENBLAS_LIB, "-lm", NULL};
+    char *cc = xstrdup(o->cc), *w1, *w2;
+    const char *env = getenv("GCOMPILE_CFLAGS");
+    char *argv[96] = {cc, "-std=c11", "-O3", "-march=native", "-fopenmp", "-w", inc, cbl};
+    int n = 8;
+    n = add_words(argv, n, 40, GC_PROGRAM_CFLAGS, &w1);
+    n = add_words(argv, n, 80, env ? env : "", &w2);
+    const char *rest[] = {"-o", exe, src, runtime_lib(), GC_OPENBLAS_LIB, "-lm", NULL};
+    for (int i = 0; rest[i]; i++)
+        argv[n++] = (char *)rest[i];
+    argv[n] = NULL;
     int rc = run_command(argv, o->verbose);
     free(inc);
     free(cbl);
     free(cc);
+    free(w1);
+    free(w2);
     return rc;
 }
 

@@ -37,6 +37,9 @@ const char *diag_source_line(Loc loc, size_t *len);
 void diag_error(Loc loc, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 void diag_note(Loc loc, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 int diag_count(void);
+/* Forgets the registered sources and the error count; quiet: print nothing
+ * (a process that compiles many graphs: the fuzzers). */
+void diag_reset(int quiet);
 /* Internal compiler error: prints file:line and aborts. */
 #define IR_BUG(...) ir_bug(__FILE__, __LINE__, __VA_ARGS__)
 void ir_bug(const char *file, int line, const char *fmt, ...)

@@ -147,6 +147,11 @@ void gc_device_free(void *p);
 void gc_device_upload(void *dst, const void *src, size_t bytes);
 void gc_device_download(void *dst, const void *src, size_t bytes);
 void gc_device_sync(void);
+/* Sum of x[i]^2 over n device floats, in double, the same bits every run
+ * (the trainer's global gradient norm); waits for the device. */
+double gc_device_sumsq(const float *x, long n);
+/* x[i] *= s over n device floats (gradient clipping). */
+void gc_device_scale(float *x, long n, float s);
 
 /* ---------------------------------------------------------------- train_main.c: the program */
 

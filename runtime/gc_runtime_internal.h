@@ -194,6 +194,10 @@ typedef struct {
     long steps, val_every, val_batches, threads, sample, gradcheck;
     const char *ckpt_dir, *resume;   /* --ckpt-dir, --resume */
     long save_every, keep;
+    long warmup;                     /* --warmup steps */
+    int lr_schedule;                 /* GCRT_LR_* */
+    double lr_final_frac, grad_clip; /* --lr-final-frac, --grad-clip (0: off) */
+    int skip_nonfinite;
     int profile;
     unsigned long long seed;
     float lr, beta1, beta2, eps, wd;
@@ -240,10 +244,31 @@ double gcrt_now_ms(void);                     /* monotonic clock */
 size_t gcrt_total_region_bytes(const gc_program *p);
 /* Program, dims, parameters, plan, memory and device, before the run. */
 void gcrt_print_header(const gc_program *p);
-/* The progress line of one step and its JSONL record (val: NAN when none). */
-void gcrt_report_step(gcrt_run *st, long step, float loss, double ms, double val);
+/* What one training step measured. */
+typedef struct {
+    long step;
+    float loss;
+    double ms, lr;
+    double gnorm;        /* global gradient norm, NAN when the program has no grads region */
+    double val;          /* validation loss, NAN when none */
+    int skipped;         /* --skip-nonfinite skipped this step's update */
+} gcrt_step_info;
+
+/* The progress line of one step and its JSONL record. */
+void gcrt_report_step(gcrt_run *st, const gcrt_step_info *si);
 /* The --profile table: categories by time, largest first. */
 void gcrt_print_profile(const gcrt_run *st, long nsteps, double step_ms);
+
+/* ---------------------------------------------------------------- schedule.c */
+enum { GCRT_LR_CONSTANT, GCRT_LR_COSINE, GCRT_LR_LINEAR };
+/* "constant" | "cosine" | "linear" -> GCRT_LR_*, or -1. */
+int gcrt_lr_schedule_parse(const char *s);
+const char *gcrt_lr_schedule_name(int k);
+/* The learning rate of `step` (1-based) under o's lr, warmup, schedule,
+ * final fraction and total steps. */
+float gcrt_lr_at(const gcrt_options *o, long step);
+/* The factor gradients are multiplied by: clip/norm when norm > clip > 0, else 1. */
+float gcrt_clip_scale(double norm, double clip);
 
 /* ---------------------------------------------------------------- loader.c */
 /* Opens --data (or the built-in corpus) and --val-data; 0 or exit status 1. */
