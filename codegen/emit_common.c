@@ -195,6 +195,27 @@ void emit_kernel_call(FILE *f, const Graph *g, const Op *op)
         emit_update_tensor(f, g, op);
         fprintf(f, "}; gc_adamw_multi(u, 1, ctx->lr, ctx->beta1, ctx->beta2, ctx->eps, ctx->t); }\n");
         return;
+    case OP_CLASSIFIER: {
+        const Tensor *w = &g->t[op->in[1]];
+        call_head(f, g, "gc_classifier", op, NULL, 0);
+        fprintf(f, ", %ldL, %ldL, %ldL, %ldL, %ldL, %d);\n", in0->numel / w->shape[1], w->shape[1], w->shape[0],
+                (long)op->attr[0], (long)op->attr[1], op->acc);
+        return;
+    }
+    case OP_ATTENTION: case OP_ATTENTION_BWD: {
+        long geom[12];
+        op_attention_geom(g, op, geom);
+        fprintf(f, "{ static const long geom[] = {");
+        for (int i = 0; i < 12; i++)
+            fprintf(f, "%s%ldL", i ? ", " : "", geom[i]);
+        fprintf(f, "}; ");
+        call_head(f, g, op->kind == OP_ATTENTION ? "gc_attention_fwd" : "gc_attention_bwd", op, NULL, 0);
+        if (op->kind == OP_ATTENTION)
+            fprintf(f, ", geom, %.9ef); }\n", op->attr[0]);
+        else
+            fprintf(f, ", geom, %.9ef, %d); }\n", op->attr[0], op->acc);
+        return;
+    }
     default:
         IR_BUG("no kernel call for %s", op_info[op->kind].name);
     }

@@ -183,6 +183,10 @@ typedef struct Graph {
     size_t region_lower_bound[RG_COUNT];
     int no_reuse;               /* --no-reuse: every tensor its own storage */
     const char *schedule_name;  /* which schedule was used, for the plan */
+    /* fusions that fired (passes/fuse*.c, for plan-text): per kind, how many
+       and the elements of tensors they took out of the plan (net) */
+    struct { const char *kind; int count; double elems; } fused[8];
+    int nfused;
 } Graph;
 
 Graph *graph_new(const char *file);
@@ -236,6 +240,8 @@ void graph_step_traffic(const Graph *g, long launches[PH_COUNT], double bytes[PH
 int op_inplace_ok(const Graph *g, const Op *op, int i);
 /* GEMM geometry of a matmul: a [.., M, K] (or [.., K, M] when ta) times b. */
 void op_matmul_geom(const Graph *g, const Op *op, long *batch, long *M, long *N, long *K);
+/* The runtime's geom[12] of an attention / attention_bwd op (gc_runtime.h). */
+void op_attention_geom(const Graph *g, const Op *op, long geom[12]);
 
 /* ---------------------------------------------------------------- build.c */
 

@@ -299,6 +299,32 @@ void op_make_views(Graph *g, const Op *op)
     }
 }
 
+/* Geometry of a fused attention op (the runtime's geom[12], gc_runtime.h):
+ * x (input 0 of attention, input 1 of attention_bwd) is split into heads by
+ * the permutation op->list, whose result has 3 (q, k, v) as its first axis
+ * and the head dimension last; y is (B,T,NH,hs) when heads_out, else
+ * (B,NH,T,hs), contiguous. */
+void op_attention_geom(const Graph *g, const Op *op, long geom[12])
+{
+    const Tensor *x = &g->t[op->in[op->kind == OP_ATTENTION ? 0 : 1]];
+    long xs[IR_MAXRANK], ps[IR_MAXRANK], pst[IR_MAXRANK];
+    xs[x->rank - 1] = 1;
+    for (int i = x->rank - 2; i >= 0; i--)
+        xs[i] = xs[i + 1] * x->shape[i + 1];
+    for (int i = 0; i < op->nlist; i++) {
+        ps[i] = x->shape[op->list[i]];
+        pst[i] = xs[op->list[i]];
+    }
+    long B = ps[1], NH = ps[2], T = ps[3], hs = ps[4];
+    long out[12] = {B, NH, T, hs, pst[1], pst[2], pst[3], pst[0], 2 * pst[0], 0, 0, 0};
+    if (op->attr[1] != 0) {      /* y (B,T,NH,hs) */
+        out[9] = T * NH * hs, out[10] = hs, out[11] = NH * hs;
+    } else {
+        out[9] = NH * T * hs, out[10] = T * hs, out[11] = hs;
+    }
+    memcpy(geom, out, sizeof out);
+}
+
 /* ---- cost model ---------------------------------------------------------- */
 
 double op_flops(const Graph *g, const Op *op)
@@ -324,6 +350,18 @@ double op_flops(const Graph *g, const Op *op)
     case OP_REDUCE_ROWS: return in0;
     case OP_EMBEDDING_BWD: return in0;
     case OP_ADAMW: case OP_ADAMW_BF16: return 12 * in0;
+    case OP_CLASSIFIER: {   /* logits, dx, dw matmuls; loss and gradient per logit */
+        double N = (double)T(0)->numel / (double)T(1)->shape[1];
+        return 6.0 * N * (double)T(1)->numel + 9.0 * N * (double)T(1)->shape[0];
+    }
+    case OP_ATTENTION: case OP_ATTENTION_BWD: {
+        long geom[12];
+        op_attention_geom(g, op, geom);
+        /* causal: T(T+1)/2 scores per head; forward q k^T and p v, backward
+           q k^T, dy v^T, dv, dq, dk */
+        double pairs = (double)geom[0] * (double)geom[1] * (double)geom[2] * (double)(geom[2] + 1) / 2;
+        return pairs * (double)geom[3] * (op->kind == OP_ATTENTION ? 4 : 10);
+    }
     default: return 0;
     }
 }
@@ -434,6 +472,7 @@ int op_launches(const Graph *g, const Op *op, size_t ws)
         int r = graph_root(g, op->in[2], &off);
         return 1 + ((g->t[r].offset + off) % 16 != 0);
     }
+    case OP_ATTENTION_BWD: return 2;    /* dk/dv, then dq (attention_cuda.cu) */
     default:
         return 1;
     }

@@ -419,6 +419,9 @@ static void grad_internal(AD *ad, const Op *op, int dy)
 #define RULE_ADAMW grad_internal
 #define RULE_MATMUL_BIAS grad_internal
 #define RULE_ADAMW_BF16 grad_internal
+#define RULE_ATTENTION grad_internal
+#define RULE_ATTENTION_BWD grad_internal
+#define RULE_CLASSIFIER grad_internal
 
 static const GradFn grad_rule[OP_COUNT] = {
 #define OP(E, name, nin, nout, attrs, cls) [OP_##E] = RULE_##E,

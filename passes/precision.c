@@ -38,6 +38,8 @@ void pass_precision(Graph *g)
     for (int o = 0; o < g->nops; o++)
         if (g->ops[o].kind == OP_LAYERNORM)
             keep[g->ops[o].out[1]] = keep[g->ops[o].out[2]] = 1;
+        else if (g->ops[o].kind == OP_ATTENTION && !g->ops[o].dead)
+            keep[g->ops[o].out[1]] = 1;      /* lse */
     /* the bf16 copies of the parameters */
     int *copy = xmalloc((size_t)nt0 * sizeof(int));   /* master id -> copy id */
     for (int i = 0; i < nt0; i++)

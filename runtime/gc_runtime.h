@@ -120,6 +120,34 @@ void gc_adamw_multi(const gc_adamw_tensor *u, int n, float lr, float beta1, floa
 /* Fill `bytes` bytes at p with quiet NaNs (debug builds: end of a lifetime). */
 void gc_poison(void *p, size_t bytes);
 
+/* ---------------------------------------------------------------- attention_cpu.c / attention_cuda.cu */
+/* Fused causal attention (passes/fuse_attention.c), FlashAttention-2 style:
+ * the T x T scores are never stored. q, k, v are read in place from x and y
+ * is written in place, through element strides in geom[12] =
+ *   {B, NH, T, hs, sb, sh, st, koff, voff, yb, yh, yt}:
+ * q[b,h,t,d] = x[b*sb + h*sh + t*st + d], k and v the same at +koff, +voff;
+ * y[b,h,t,d] at b*yb + h*yh + t*yt + d. lse (B*NH*T, contiguous) keeps one
+ * log-sum-exp of the scaled, masked scores per row for the backward.
+ *   y = softmax(causal_mask(scale * q k^T)) v
+ * hs <= GC_ATTENTION_MAXHS. */
+#define GC_ATTENTION_MAXHS 128
+void gc_attention_fwd(gc_real *y, gc_real *lse, const gc_real *x, const long *geom, float scale);
+/* dq, dk, dv (+)= the gradients of y given dy, written into dx (x's layout:
+ * the same strides and offsets); scores recomputed tile by tile from lse. */
+void gc_attention_bwd(gc_real *dx, const gc_real *dy, const gc_real *x, const gc_real *y, const gc_real *lse,
+                      const long *geom, float scale, int acc);
+
+/* ---------------------------------------------------------------- classifier_cpu.c */
+/* The classifier matmul fused with cross-entropy (passes/fuse_classifier.c),
+ * CPU target only so far: for the N rows of x (N x C) in chunks of R rows,
+ * chunk = x_chunk w^T (R x Vp, w is Vp x C), the rows' losses, the gradient
+ * of the mean loss (dloss = 1) in place, then dx_chunk (+)= chunk w (acc bit
+ * 1) and dw (+)= chunk^T x_chunk (acc bit 2). loss[0] = mean over rows of
+ * logsumexp(logits[r, 0:V]) - logits[r, t_r], as gc_crossentropy_fwd.
+ * rowloss holds N doubles (2N floats). */
+void gc_classifier(gc_real *loss, gc_real *dx, gc_real *dw, gc_real *chunk, gc_real *rowloss, const gc_real *x,
+                   const gc_real *w, const int32_t *targets, long N, long C, long Vp, long V, long R, int acc);
+
 /* ---------------------------------------------------------------- device_cpu.c / device_cuda.cu */
 /* The target's memory, seen by train_main.c. On the CPU these are malloc and
  * memcpy; on CUDA cudaMalloc/cudaMemcpy with every call checked (file:line). */

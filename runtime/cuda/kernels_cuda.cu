@@ -1343,3 +1343,6 @@ void gc_poison(void *p, size_t bytes)
     if (bytes)
         GC_CUDA_CHECK(cudaMemsetAsync(p, 0xff, bytes, gc_stream));
 }
+
+/* fused attention: its own file, built as part of this one (shares the helpers above) */
+#include "attention_cuda.cu"

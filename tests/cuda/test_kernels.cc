@@ -49,6 +49,8 @@ decltype(gc_crossentropy_bwd) cpu_crossentropy_bwd;
 decltype(gc_fill) cpu_fill;
 decltype(gc_adamw) cpu_adamw;
 decltype(gc_poison) cpu_poison;
+decltype(gc_attention_fwd) cpu_attention_fwd;
+decltype(gc_attention_bwd) cpu_attention_bwd;
 }
 
 typedef std::vector<float> Vec;
@@ -979,6 +981,81 @@ static void test_bf16()
 
 /* A bad index or target: exit 1 at the next gc_device_sync with the CPU
  * kernel's message. */
+/* ---------------------------------------------------------------- attention */
+
+/* x as GPT-2's qkv (B, T, 3, NH, hs); y (B, T, NH, hs) or (B, NH, T, hs) */
+static void att_geom(long *g, long B, long NH, long T, long hs, int heads_out)
+{
+    long C = NH * hs;
+    long v[12] = {B, NH, T, hs, T * 3 * C, hs, 3 * C, C, 2 * C, 0, 0, 0};
+    if (heads_out)
+        v[9] = T * C, v[10] = hs, v[11] = C;
+    else
+        v[9] = NH * T * hs, v[10] = T * hs, v[11] = hs;
+    memcpy(g, v, sizeof v);
+}
+
+/* fp32 and bf16 storage against the CPU kernels (bf16: the CPU runs on the
+ * bf16-rounded inputs; tolerance of one bf16 rounding of the outputs plus
+ * the rounding of intermediate y) */
+static void test_attention()
+{
+    struct { long B, NH, T, hs; int heads_out; } shapes[] = {
+        {1, 1, 1, 1, 1}, {2, 3, 37, 12, 1}, {1, 2, 70, 16, 0}, {1, 1, 33, 64, 1},
+    };
+    char name[160];
+    for (auto s : shapes)
+        for (int bf = 0; bf < 2; bf++) {
+            long geom[12];
+            att_geom(geom, s.B, s.NH, s.T, s.hs, s.heads_out);
+            long nx = s.B * s.T * 3 * s.NH * s.hs, ny = s.B * s.NH * s.T * s.hs, nl = s.B * s.NH * s.T;
+            float scale = 1.0f / sqrtf((float)s.hs);
+            Vec x = rand_vec(nx, -2.0f, 2.0f), dy = rand_vec(ny);
+            if (bf)
+                x = round_bf(x), dy = round_bf(dy);
+            Vec y(ny), lse(nl);
+            cpu_attention_fwd(y.data(), lse.data(), x.data(), geom, scale);
+            if (bf)
+                y = round_bf(y);    /* what the backward reads */
+            NAME("attention_fwd%s B%ld NH%ld T%ld hs%ld", bf ? "_bf16" : "", s.B, s.NH, s.T, s.hs);
+            Vec got = run_gpu(name, [&] {
+                Dev d;
+                float *l = d.up(nan_vec(nl));
+                if (bf) {
+                    gc_bf16 *o = d.up(to_bf(nan_vec(ny)));
+                    gc_attention_fwd_bf16(o, l, d.up(to_bf(x)), geom, scale);
+                    return cat({down_bf(o, ny), down(l, nl)});
+                }
+                float *o = d.up(nan_vec(ny));
+                gc_attention_fwd(o, l, d.up(x), geom, scale);
+                return cat({down(o, ny), down(l, nl)});
+            });
+            close(name, got, cat({y, lse}), bf ? BF16_TOL : 1e-5f);
+            for (int acc = 0; acc < 2; acc++) {
+                Vec dx0 = acc ? rand_vec(nx) : nan_vec(nx);
+                if (bf && acc)
+                    dx0 = round_bf(dx0);
+                Vec want = dx0;
+                cpu_attention_bwd(want.data(), dy.data(), x.data(), y.data(), lse.data(), geom, scale, acc);
+                NAME("attention_bwd%s B%ld NH%ld T%ld hs%ld acc%d", bf ? "_bf16" : "", s.B, s.NH, s.T, s.hs, acc);
+                Vec gotb = run_gpu(name, [&] {
+                    Dev d;
+                    float *l = d.up(lse);
+                    if (bf) {
+                        gc_bf16 *dx = d.up(to_bf(dx0));
+                        gc_attention_bwd_bf16(dx, d.up(to_bf(dy)), d.up(to_bf(x)), d.up(to_bf(y)), l, geom, scale,
+                                              acc);
+                        return down_bf(dx, nx);
+                    }
+                    float *dx = d.up(dx0);
+                    gc_attention_bwd(dx, d.up(dy), d.up(x), d.up(y), l, geom, scale, acc);
+                    return down(dx, nx);
+                });
+                close(name, gotb, want, bf ? BF16_TOL : 1e-5f);
+            }
+        }
+}
+
 static void test_errors()
 {
     IVec idx = {1, 2, 77, 0};
@@ -1048,7 +1125,7 @@ int main(int argc, char **argv)
         {"permute", test_permute},       {"softmax", test_softmax},
         {"causal_mask", test_causal_mask}, {"crossentropy", test_crossentropy},
         {"misc", test_misc},             {"bf16", test_bf16},
-        {"errors", test_errors},
+        {"errors", test_errors},         {"attention", test_attention},
     };
     for (auto &g : groups) {
         if (!strstr(g.name, filter))
