@@ -33,6 +33,13 @@ static json_t *fusion_json(const Graph *g)
             }
         }
     }
+    for (int o = 0; o < g->nops; o++)    /* fused kinds that took a removed op's slot (fuse_attention.c) */
+        if (!g->ops[o].dead && !fused[o] && (g->ops[o].kind == OP_ATTENTION || g->ops[o].kind == OP_ATTENTION_BWD ||
+                                             g->ops[o].kind == OP_CLASSIFIER)) {
+            fused[o] = 1;
+            count[g->ops[o].kind]++;
+            nfused++;
+        }
     for (int i = 0; i < g->nt; i++) {
         const Tensor *t = &g->t[i];
         if ((t->kind == TK_ACTIVATION || t->kind == TK_ACTGRAD) && t->view_of < 0 &&

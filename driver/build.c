@@ -121,8 +121,10 @@ static int mpi_flags(const char *mpicc, const char *what, char **argv, int *n, i
     return 0;
 }
 
-/* nvcc for every architecture of --gpu-arch, with the CUDA runtime sources;
- * split programs add NCCL and MPI (flags from the MPI wrapper compiler). */
+/* nvcc for every architecture of --gpu-arch (SASS), plus PTX of the last one
+ * so that a newer GPU JIT-compiles it instead of failing with "no kernel
+ * image"; nvcc's warnings are shown (tests/cudabuild keeps them at zero).
+ * Split programs add NCCL and MPI (flags from the MPI wrapper compiler). */
 static int build_cuda(const Graph *g, const char *src, const char *exe, const DriverOptions *o)
 {
     char *argv[64];
@@ -133,12 +135,17 @@ static int build_cuda(const Graph *g, const char *src, const char *exe, const Dr
     argv[n++] = KEEP(xstrdup(o->nvcc));
     argv[n++] = "-O3";
     argv[n++] = "-std=c++17";
-    argv[n++] = "-w";
     char *arch = xstrdup(o->gpu_arch);
     KEEP(arch);
+    const char *last = NULL;
     for (char *a = strtok(arch, ","); a && n < 40 && nfree < 28; a = strtok(NULL, ",")) {
         argv[n++] = "-gencode";
         argv[n++] = KEEP(xasprintf("arch=compute_%s,code=%s", a + 3, a));
+        last = a;
+    }
+    if (last) {
+        argv[n++] = "-gencode";
+        argv[n++] = KEEP(xasprintf("arch=compute_%s,code=compute_%s", last + 3, last + 3));
     }
     argv[n++] = KEEP(xasprintf("-I%s", runtime_dir()));
     argv[n++] = KEEP(xasprintf("-I%s/cuda", runtime_dir()));

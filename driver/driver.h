@@ -20,6 +20,7 @@ typedef struct DriverOptions {
     const char *emit_kind;   /* NULL: build an executable */
     ScheduleKind schedule;
     int no_reuse, no_fuse, gpus, verbose;
+    long classifier_chunk;   /* rows per chunk of the fused classifier */
     const char *cc;
     const char *nvcc;
     const char *gpu_arch;    /* "sm_80,sm_90" */

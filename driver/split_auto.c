@@ -46,9 +46,10 @@ typedef struct Cand { size_t bytes; double compute, comm; int ncoll, fits; } Can
 static Cand cand[NCAND];
 static int next_cand;        /* candidates planned so far */
 
-static size_t plan_bytes(const Graph *g)
+/* the plan's regions, plus the CUDA target's reserve (as driver_check_budget) */
+static size_t plan_bytes(const Graph *g, const DriverOptions *o)
 {
-    size_t b = 0;
+    size_t b = strcmp(o->emit.target, "cuda") ? 0 : GC_CUDA_RESERVE_BYTES;
     for (int r = 0; r < RG_COUNT; r++)
         b += g->region_bytes[r];
     return b;
@@ -57,7 +58,7 @@ static size_t plan_bytes(const Graph *g)
 static char *report(const DriverOptions *o, int chosen, double bw, double lat)
 {
     char *s = xasprintf("  --split auto weighed (--interconnect %s: %.0f GB/s, %.0f us per collective; "
-                        "compute at an assumed %s, same for all):\n", o->interconnect, bw / 1e9, lat * 1e6,
+                        "compute at an assumed %s, same for all; bytes include the CUDA reserve):\n", o->interconnect, bw / 1e9, lat * 1e6,
                         !strcmp(o->emit.target, "cpu") ? "200 GFLOP/s" : "50 TFLOP/s");
     for (int i = 0; i < NCAND; i++) {
         char h[32];
@@ -83,8 +84,8 @@ int driver_split_auto(Graph *g, DriverOptions *o)
         int ncoll = 0;
         for (int k = 0; k < g->nsched; k++)
             ncoll += g->ops[g->sched[k]].phase == PH_COMM;
-        *c = (Cand){plan_bytes(g), compute_seconds(g, o), g->comm_bytes / bw + ncoll * lat, ncoll,
-                    !o->emit.budget_bytes || plan_bytes(g) <= o->emit.budget_bytes};
+        *c = (Cand){plan_bytes(g, o), compute_seconds(g, o), g->comm_bytes / bw + ncoll * lat, ncoll,
+                    !o->emit.budget_bytes || plan_bytes(g, o) <= o->emit.budget_bytes};
         if (++next_cand < NCAND) {
             o->split.kind = candidates[next_cand];
             return 1;

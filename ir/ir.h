@@ -191,6 +191,10 @@ typedef struct Graph {
     int grads_persist;          /* zero1: gradients stay whole in the grads region */
     int params_sharded;         /* zero3: the params region holds this rank's 1/nranks of each update */
     char *split_report;         /* --split auto: the candidates weighed (plan-text), or NULL */
+    /* fusions that fired (passes/fuse*.c, for plan-text): per kind, how many
+       and the elements of tensors they took out of the plan (net) */
+    struct { const char *kind; int count; double elems; } fused[8];
+    int nfused;
 } Graph;
 
 Graph *graph_new(const char *file);
@@ -225,13 +229,27 @@ double op_bytes(const Graph *g, const Op *op);
  * embedding_bwd, …; 1 for an op the table does not know better; 0 for views).
  * ws: the planned workspace bytes (the chunking depends on it). */
 int op_launches(const Graph *g, const Op *op, size_t ws);
-/* Launches and bytes moved (op_bytes) per step of the schedule, by phase. */
+/* 1 for the cast of a parameter master into its bf16 copy (passes/precision.c):
+ * it runs only when the host has written the masters (GC_PHASE_PARAMS), not
+ * per step, since the optimizer update writes the copy. */
+int op_param_refresh(const Graph *g, const Op *op);
+/* Optimizer updates run as one multi-tensor launch per group: consecutive
+ * updates (adamw, adamw_bf16) in the schedule with the same `layer` (the
+ * layer slice; -1 for parameters outside the layer stack), at most
+ * OP_UPDATE_GROUP_MAX to a launch. For schedule position k: the number of
+ * updates in the launch that starts at k, 0 when none starts there. */
+#define OP_UPDATE_GROUP_MAX 16
+int op_update_group_len(const Graph *g, int k);
+/* Launches and bytes moved (op_bytes) per step of the schedule, by phase;
+ * parameter refreshes are not counted, an update group is one launch. */
 void graph_step_traffic(const Graph *g, long launches[PH_COUNT], double bytes[PH_COUNT]);
 /* 1 when output 0 of op may take the storage of input i (the kernel is
  * written to allow out == in[i]); never for accumulating outputs. */
 int op_inplace_ok(const Graph *g, const Op *op, int i);
 /* GEMM geometry of a matmul: a [.., M, K] (or [.., K, M] when ta) times b. */
 void op_matmul_geom(const Graph *g, const Op *op, long *batch, long *M, long *N, long *K);
+/* The runtime's geom[12] of an attention / attention_bwd op (gc_runtime.h). */
+void op_attention_geom(const Graph *g, const Op *op, long geom[12]);
 
 /* ---------------------------------------------------------------- build.c */
 

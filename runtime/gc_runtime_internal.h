@@ -13,6 +13,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <string.h>
 
 #include "gc_runtime.h"
 
@@ -23,6 +24,53 @@
  * the caller then uses BLAS. */
 int gcrt_sgemm(float *c, const float *a, const float *b, long M, long N, long K, long lda,
                long ldb, long ldc, int ta, int tb, int acc);
+
+/* ---------------------------------------------------------------- kernels_cpu.c: exp */
+/* exp of x <= 0 (x may be -inf: result 0; NaN stays NaN), written so gcc
+ * vectorizes it without -ffast-math: the clamp and the final zeroing are bit
+ * masks (a float select would be if-converted into a branch), round to
+ * nearest by adding 1.5*2^23 (n is then read from the sum's low bits),
+ * Cody-Waite reduction by ln 2, the Cephes expf polynomial (about 1 ulp),
+ * 2^n through the exponent bits. Below -87 (subnormal results) gives 0.
+ * Shared by kernels_cpu.c and attention_cpu.c. */
+static inline float gcrt_expf_nonpos(float x)
+{
+    const float lo = -87.0f;
+    uint32_t keep = (uint32_t)0 - (uint32_t) !(x < lo); /* ones unless x < lo; NaN: ones */
+    uint32_t xb, lob, tb, eb;
+    memcpy(&xb, &x, sizeof xb);
+    memcpy(&lob, &lo, sizeof lob);
+    xb = (xb & keep) | (lob & ~keep);
+    float xc;
+    memcpy(&xc, &xb, sizeof xc);
+    float t = xc * 1.44269504088896341f + 12582912.0f;
+    float n = t - 12582912.0f;
+    float r = xc - n * 0.693359375f;
+    r = r - n * -2.12194440e-4f;
+    float z = r * r;
+    float y = 1.9875691500e-4f;
+    y = y * r + 1.3981999507e-3f;
+    y = y * r + 8.3334519073e-3f;
+    y = y * r + 4.1665795894e-2f;
+    y = y * r + 1.6666665459e-1f;
+    y = y * r + 5.0000001201e-1f;
+    y = y * z + r + 1.0f;
+    memcpy(&tb, &t, sizeof tb);
+    uint32_t sb = (tb - 0x4B400000u + 127u) << 23; /* bits of 2^n */
+    float scale, e;
+    memcpy(&scale, &sb, sizeof scale);
+    e = y * scale;
+    memcpy(&eb, &e, sizeof eb);
+    eb &= keep;
+    memcpy(&e, &eb, sizeof e);
+    return e;
+}
+
+/* ---------------------------------------------------------------- kernels_cpu.c: cross-entropy rows */
+/* (shared with classifier_cpu.c) logsumexp(x[0:n]) - x[t], in double */
+double gcrt_ce_row_loss(const gc_real *x, long n, long t);
+/* d[0:V] (+)= scale * (softmax(x[0:V]) - onehot(t)), d[V:Vp] (+)= 0; d may be x */
+void gcrt_ce_row_grad(gc_real *d, const gc_real *x, long V, long Vp, long t, gc_real scale, int acc);
 
 /* ---------------------------------------------------------------- rng.c */
 /* xoshiro256** seeded through splitmix64; every stream is a pure function of

@@ -77,10 +77,10 @@ auto)      # --split auto: the least predicted step time among the splits whose 
     a >free.txt || fail "auto without --mem"
     grep -q '^split: dp over 4 ranks' free.txt || { cat free.txt; fail "without --mem: expected dp"; }
     for s in dp zero1 zero2 zero3; do grep -q "^    $s " free.txt || fail "plan-text does not list $s"; done
-    a --mem 1.2GiB --interconnect pcie >tight.txt || fail "auto with --mem 1.2GiB"
-    grep -q '^split: zero2 over 4 ranks' tight.txt || { cat tight.txt; fail "--mem 1.2GiB: expected zero2"; }
+    a --mem 2GiB --interconnect pcie >tight.txt || fail "auto with --mem 2GiB"
+    grep -q '^split: zero2 over 4 ranks' tight.txt || { cat tight.txt; fail "--mem 2GiB: expected zero2"; }
     grep -q 'dp .*(>mem)' tight.txt || fail "dp should be marked as not fitting"
-    a --mem 0.5GiB >none.txt 2>err.txt && fail "--mem 0.5GiB should fit no split"
+    a --mem 1GiB >none.txt 2>err.txt && fail "--mem 1GiB should fit no split"
     grep -q "error: no split over 4 devices fits" err.txt || { cat err.txt; fail "no message"; }
     "$gc" "$graph" --gpus 2 --interconnect carrier-pigeon --emit plan 2>err.txt && fail "bad --interconnect"
     grep -q "error: --interconnect must be" err.txt || fail "no --interconnect message"
