@@ -45,8 +45,9 @@ static json_t *fusion_json(const Graph *g)
     for (int k = 0; k < OP_COUNT; k++)
         if (count[k]) {
             json_object_set_new(kinds, op_info[k].name, json_integer(count[k]));
-            len += (size_t)snprintf(summary + len, len < sizeof summary ? sizeof summary - len : 0,
-                                    "%s%s x%d", len ? ", " : "", op_info[k].name, count[k]);
+            if (len < sizeof summary)
+                len += (size_t)snprintf(summary + len, sizeof summary - len, "%s%s x%d",
+                                        len ? ", " : "", op_info[k].name, count[k]);
         }
     char line[640];
     if (nfused)

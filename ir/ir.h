@@ -37,6 +37,9 @@ const char *diag_source_line(Loc loc, size_t *len);
 void diag_error(Loc loc, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 void diag_note(Loc loc, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 int diag_count(void);
+/* Forgets the registered sources and the error count; quiet: print nothing
+ * (a process that compiles many graphs: the fuzzers). */
+void diag_reset(int quiet);
 /* Internal compiler error: prints file:line and aborts. */
 #define IR_BUG(...) ir_bug(__FILE__, __LINE__, __VA_ARGS__)
 void ir_bug(const char *file, int line, const char *fmt, ...)
@@ -214,7 +217,19 @@ double op_bytes(const Graph *g, const Op *op);
  * embedding_bwd, …; 1 for an op the table does not know better; 0 for views).
  * ws: the planned workspace bytes (the chunking depends on it). */
 int op_launches(const Graph *g, const Op *op, size_t ws);
-/* Launches and bytes moved (op_bytes) per step of the schedule, by phase. */
+/* 1 for the cast of a parameter master into its bf16 copy (passes/precision.c):
+ * it runs only when the host has written the masters (GC_PHASE_PARAMS), not
+ * per step, since the optimizer update writes the copy. */
+int op_param_refresh(const Graph *g, const Op *op);
+/* Optimizer updates run as one multi-tensor launch per group: consecutive
+ * updates (adamw, adamw_bf16) in the schedule with the same `layer` (the
+ * layer slice; -1 for parameters outside the layer stack), at most
+ * OP_UPDATE_GROUP_MAX to a launch. For schedule position k: the number of
+ * updates in the launch that starts at k, 0 when none starts there. */
+#define OP_UPDATE_GROUP_MAX 16
+int op_update_group_len(const Graph *g, int k);
+/* Launches and bytes moved (op_bytes) per step of the schedule, by phase;
+ * parameter refreshes are not counted, an update group is one launch. */
 void graph_step_traffic(const Graph *g, long launches[PH_COUNT], double bytes[PH_COUNT]);
 /* 1 when output 0 of op may take the storage of input i (the kernel is
  * written to allow out == in[i]); never for accumulating outputs. */

@@ -323,7 +323,7 @@ double op_flops(const Graph *g, const Op *op)
     case OP_CROSS_ENTROPY_BWD: return 5 * n;
     case OP_REDUCE_ROWS: return in0;
     case OP_EMBEDDING_BWD: return in0;
-    case OP_ADAMW: return 12 * in0;
+    case OP_ADAMW: case OP_ADAMW_BF16: return 12 * in0;
     default: return 0;
     }
 }
@@ -339,8 +339,8 @@ double op_bytes(const Graph *g, const Op *op)
         if (op->out[i] >= 0)
             b += (double)g->t[op->out[i]].bytes * ((op->acc >> i & 1) ? 2 : 1);
     switch (op->kind) {
-    case OP_ADAMW:
-        b += 3 * (double)T(0)->bytes;   /* p, m, v written back */
+    case OP_ADAMW: case OP_ADAMW_BF16:  /* p, m, v written back (the bf16 copy only written) */
+        b += 3 * (double)T(0)->bytes;
         break;
     case OP_EMBEDDING:                  /* only the rows the indices name */
         b += (double)T(1)->numel * (double)T(0)->shape[1] * (double)dtype_size(T(0)->dtype) - (double)T(0)->bytes;
@@ -429,9 +429,43 @@ int op_launches(const Graph *g, const Op *op, size_t ws)
     }
     case OP_EMBEDDING_BWD:
         return embedding_bwd_launches(T(1)->numel, op->acc, ws);
+    case OP_MATMUL_BIAS: {              /* a bias under 16-byte aligned: added by a second kernel */
+        size_t off;
+        int r = graph_root(g, op->in[2], &off);
+        return 1 + ((g->t[r].offset + off) % 16 != 0);
+    }
     default:
         return 1;
     }
+}
+
+int op_param_refresh(const Graph *g, const Op *op)
+{
+    if (op->kind != OP_COPY)
+        return 0;
+    const Tensor *in = &g->t[op->in[0]], *out = &g->t[op->out[0]];
+    return in->region == RG_PARAMS && out->region == RG_PARAMS && in->kind == TK_PARAM && out->kind == TK_PARAM;
+}
+
+static int is_update(const Op *op) { return op->kind == OP_ADAMW || op->kind == OP_ADAMW_BF16; }
+
+int op_update_group_len(const Graph *g, int k)
+{
+    const Op *op = &g->ops[g->sched[k]];
+    if (!is_update(op))
+        return 0;
+    if (k > 0) {   /* inside a group started before k: 0 */
+        int s = k;
+        while (s > 0 && is_update(&g->ops[g->sched[s - 1]]) && g->ops[g->sched[s - 1]].layer == op->layer)
+            s--;
+        if ((k - s) % OP_UPDATE_GROUP_MAX)
+            return 0;
+    }
+    int n = 1;
+    while (n < OP_UPDATE_GROUP_MAX && k + n < g->nsched && is_update(&g->ops[g->sched[k + n]]) &&
+           g->ops[g->sched[k + n]].layer == op->layer)
+        n++;
+    return n;
 }
 
 void graph_step_traffic(const Graph *g, long launches[PH_COUNT], double bytes[PH_COUNT])
@@ -446,7 +480,12 @@ void graph_step_traffic(const Graph *g, long launches[PH_COUNT], double bytes[PH
     }
     for (int k = 0; k < g->nsched; k++) {
         const Op *op = &g->ops[g->sched[k]];
-        launches[op->phase] += op_launches(g, op, ws);
+        if (op_param_refresh(g, op))
+            continue;                   /* not per step */
+        if (is_update(op))              /* one multi-tensor launch per group */
+            launches[op->phase] += op_update_group_len(g, k) > 0;
+        else
+            launches[op->phase] += op_launches(g, op, ws);
         bytes[op->phase] += op_bytes(g, op);
     }
 }

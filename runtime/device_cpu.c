@@ -16,6 +16,7 @@ int gc_device_init(char *err, size_t errlen)
 
 const char *gc_device_name(void) { return "cpu"; }
 size_t gc_device_free_bytes(void) { return 0; }
+size_t gc_device_total_bytes(void) { return 0; }
 double gc_device_peak_flops(int bf16) { (void)bf16; return 0.0; }
 
 /* Regions of 2 MiB or more are 2 MiB aligned and asked for transparent huge

@@ -102,6 +102,21 @@ void gc_fill(gc_real *x, long n, float value);
 void gc_adamw(float *p, const float *g, float *m, float *v, long n, float lr,
               float beta1, float beta2, float eps, float wd, int t);
 
+/* One tensor of a multi-tensor update: gc_adamw on (p, g, m, v, n) with
+ * weight decay wd; pcopy (CUDA, --precision bf16; else NULL) gets the updated
+ * weights rounded to bf16 (nearest even) in the same pass. */
+typedef struct {
+    float *p;
+    void *pcopy;
+    const float *g;
+    float *m, *v;
+    long n;
+    float wd;
+} gc_adamw_tensor;
+/* gc_adamw on each of u[0..n): on CUDA one launch (per 16 tensors), the
+ * emitted step's update of a layer. Same results as n gc_adamw calls. */
+void gc_adamw_multi(const gc_adamw_tensor *u, int n, float lr, float beta1, float beta2, float eps, int t);
+
 /* Fill `bytes` bytes at p with quiet NaNs (debug builds: end of a lifetime). */
 void gc_poison(void *p, size_t bytes);
 
@@ -113,6 +128,7 @@ void gc_poison(void *p, size_t bytes);
 int gc_device_init(char *err, size_t errlen);
 const char *gc_device_name(void);
 size_t gc_device_free_bytes(void);      /* CPU: 0 (unknown) */
+size_t gc_device_total_bytes(void);     /* CPU: 0 (unknown) */
 double gc_device_peak_flops(int bf16);  /* for MFU; 0 when unknown */
 void *gc_device_alloc(size_t bytes);    /* zero-filled; exits 1 with a message on failure */
 void gc_device_free(void *p);
@@ -128,7 +144,10 @@ void gc_device_scale(float *x, long n, float s);
 /* ---------------------------------------------------------------- train_main.c: the program */
 
 enum { GC_INIT_ZEROS, GC_INIT_ONES, GC_INIT_NORMAL };
-enum { GC_PHASE_FWD = 1, GC_PHASE_BWD = 2, GC_PHASE_OPT = 4 };
+/* GC_PHASE_PARAMS: the host has written the fp32 master weights (init, load,
+ * gradcheck): refresh what is derived from them (the bf16 copies of
+ * --precision bf16, which the optimizer update otherwise keeps current). */
+enum { GC_PHASE_FWD = 1, GC_PHASE_BWD = 2, GC_PHASE_OPT = 4, GC_PHASE_PARAMS = 8 };
 enum { GC_REGION_PARAMS, GC_REGION_GRADS, GC_REGION_OPTSTATE, GC_REGION_ARENA, GC_NREGIONS };
 
 /* One parameter of the graph, in declaration order. Parameters are packed
@@ -183,6 +202,7 @@ typedef struct gc_program {
     size_t tokens_off, targets_off, loss_off, logits_off;
     long logits_cols;             /* Vp: row length of the logits tensor */
     double flops_per_step;        /* forward + backward + optimizer */
+    size_t device_reserve_bytes;  /* device memory needed beyond the regions (CUDA context, kernel images, cuBLASLt) */
     /* optimizer defaults from the graph's `optimizer` statement */
     float lr, beta1, beta2, eps, weight_decay;
     /* --profile categories: one per (phase, kernel, shape) in the step */

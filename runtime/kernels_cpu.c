@@ -813,6 +813,17 @@ void gc_adamw(float *p, const float *g, float *m, float *v, long n, float lr, fl
         adamw_range(&h, avx, p, g, m, v, k * blk, (k + 1) * blk < n ? (k + 1) * blk : n);
 }
 
+void gc_adamw_multi(const gc_adamw_tensor *u, int n, float lr, float beta1, float beta2, float eps, int t)
+{
+    for (int i = 0; i < n; i++) {
+        if (u[i].pcopy) {
+            fprintf(stderr, "%s:%d: internal error: a bf16 weight copy on the CPU target\n", __FILE__, __LINE__);
+            exit(1);
+        }
+        gc_adamw(u[i].p, u[i].g, u[i].m, u[i].v, u[i].n, lr, beta1, beta2, eps, u[i].wd, t);
+    }
+}
+
 /* `bytes` bytes at p = 0xFF: a quiet NaN in every float format (f32, f64,
  * bf16) and -1 as int32, so a read of a dead buffer shows up. */
 void gc_poison(void *p, size_t bytes)

@@ -81,14 +81,30 @@ static void set_threads(long n)
         openblas_set_num_threads((int)n);
 }
 
-/* On a device that knows its free memory the plan must fit, or nothing starts. */
+/* On a device that knows its free memory the plan and the stated reserve
+ * (CUDA context, kernel images, cuBLASLt: they load lazily, after the
+ * regions) must fit, or nothing starts. */
 static int check_fits(const gc_program *p)
 {
     size_t need = gcrt_total_region_bytes(p), avail = gc_device_free_bytes();
-    if (avail > 0 && need > avail)
-        return gcrt_errorf("the plan needs %zu bytes of device memory but %s has only %zu bytes free",
-                      need, gc_device_name(), avail);
+    if (avail > 0 && need + p->device_reserve_bytes > avail)
+        return gcrt_errorf("the plan needs %zu bytes of device memory plus a reserve of %zu (CUDA context, kernel "
+                           "images, cuBLASLt) but %s has only %zu bytes free",
+                           need, p->device_reserve_bytes, gc_device_name(), avail);
     return 0;
+}
+
+/* After the first step everything that loads lazily has loaded: the memory in
+ * use beyond the regions is what the reserve must cover. */
+static void report_reserve(const gcrt_run *st)
+{
+    size_t total = gc_device_total_bytes(), free_b = gc_device_free_bytes(), plan = gcrt_total_region_bytes(st->prog);
+    if (total == 0)
+        return;
+    size_t used = total - free_b, other = used > plan ? used - plan : 0;
+    printf("device memory after the first step: %zu bytes in use = plan %zu + %zu other (CUDA context, kernel "
+           "images, cuBLASLt; gcompile reserves %zu: %s)\n",
+           used, plan, other, st->prog->device_reserve_bytes, other <= st->prog->device_reserve_bytes ? "ok" : "EXCEEDED");
 }
 
 static int open_outputs(gcrt_run *st)
@@ -155,6 +171,7 @@ static void alloc_regions(gcrt_run *st)
                gcrt_total_region_bytes(p), before - after);
     if (p->nparam_elems)
         gc_device_upload(st->ctx.region[GC_REGION_PARAMS], st->params, (size_t)p->nparam_elems * 4);
+    p->run(&st->ctx, GC_PHASE_PARAMS);   /* the bf16 weight copies, if any */
     if (st->resume_optstate && p->region_bytes[GC_REGION_OPTSTATE])
         gc_device_upload(st->ctx.region[GC_REGION_OPTSTATE], st->resume_optstate, p->region_bytes[GC_REGION_OPTSTATE]);
     st->ctx.lr = st->o.lr, st->ctx.beta1 = st->o.beta1, st->ctx.beta2 = st->o.beta2;
@@ -340,6 +357,8 @@ static int train(gcrt_run *st, int *stopped)
         if (want_val(st, step) && validate(st, &si.val))
             return 1;
         gcrt_report_step(st, &si);
+        if (step == st->first_step)
+            report_reserve(st);
         if (step > st->first_step || st->o.steps == step)
             sum_ms += si.ms, timed++;
         if (ckpt_due(st, step) && gcrt_ckpt_write(st, step))

@@ -104,6 +104,13 @@ double gc_device_peak_flops(int bf16)
     return 0.0;
 }
 
+size_t gc_device_total_bytes(void)
+{
+    size_t free_b = 0, total = 0;
+    GC_CUDA_CHECK(cudaMemGetInfo(&free_b, &total));
+    return total;
+}
+
 void *gc_device_alloc(size_t bytes)
 {
     void *p = NULL;

@@ -18,3 +18,4 @@
 #define gc_fill cpu_fill
 #define gc_adamw cpu_adamw
 #define gc_poison cpu_poison
+#define gc_adamw_multi cpu_adamw_multi

@@ -292,20 +292,42 @@ static void test_matmul()
                         close(name, got, want);
                     }
     test_matmul_tf32();
-    /* the BIAS epilogue (fusion of matmul + bias add), fp32 and bf16 */
+    /* the BIAS epilogue (fusion of matmul + bias add), fp32 and bf16; the bias
+     * 256-byte aligned, then 16 (the same shape again: the cached algorithm
+     * was chosen for 256, so the alignment must be in the cache key, or the
+     * emulator's cuBLASLt refuses the call), then 4 (under 16: a bias-add
+     * kernel after the matmul) */
     struct { long M, N, K; int ta, tb; } bs[] = {{1, 1, 1, 0, 0}, {33, 17, 65, 0, 1}, {64, 48, 32, 1, 0}, {5, 40, 7, 1, 1}};
-    for (auto s : bs) {
-        Vec ma = rand_vec(s.M * s.K), mb = rand_vec(s.K * s.N), bias = rand_vec(s.N), mwant(s.M * s.N);
-        cpu_matmul_bias(mwant.data(), ma.data(), mb.data(), bias.data(), 1, s.M, s.N, s.K, s.ta, s.tb, 0);
-        NAME("matmul_bias M%ld N%ld K%ld ta%d tb%d", s.M, s.N, s.K, s.ta, s.tb);
-        Vec mgot = run_gpu(name, [&] {
-            Dev d;
-            float *dc = d.up(nan_vec(s.M * s.N));
-            gc_matmul_bias(dc, d.up(ma), d.up(mb), d.up(bias), 1, s.M, s.N, s.K, s.ta, s.tb, 0);
-            return down(dc, (size_t)(s.M * s.N));
-        });
-        close(name, mgot, mwant);
+    for (auto s : bs)
+        for (int pad : {0, 4, 1}) {
+            Vec ma = rand_vec(s.M * s.K), mb = rand_vec(s.K * s.N), bias = rand_vec(s.N), mwant(s.M * s.N);
+            cpu_matmul_bias(mwant.data(), ma.data(), mb.data(), bias.data(), 1, s.M, s.N, s.K, s.ta, s.tb, 0);
+            NAME("matmul_bias M%ld N%ld K%ld ta%d tb%d bias+%d", s.M, s.N, s.K, s.ta, s.tb, pad * 4);
+            Vec mgot = run_gpu(name, [&] {
+                Dev d;
+                float *dc = d.up(nan_vec(s.M * s.N));
+                gc_matmul_bias(dc, d.up(ma), d.up(mb), d.up(bias, pad), 1, s.M, s.N, s.K, s.ta, s.tb, 0);
+                return down(dc, (size_t)(s.M * s.N));
+            });
+            close(name, mgot, mwant);
+        }
+#ifdef GCEMU
+    /* a heuristic that finds no algorithm (NOT_SUPPORTED): one line naming the problem */
+    std::string err;
+    int rc = in_child([&] {
+        gc_cuda_matmul_cache_clear();
+        gcemu_lt_no_algo = true;
+        Dev d;
+        Vec z(40 * 7, 0.0f);
+        gc_matmul_bias(d.up(z), d.up(z), d.up(z), d.up(z), 1, 5, 40, 7, 1, 1, 0);
+    }, &err);
+    checks++;
+    if (rc != 1 || !strstr(err.c_str(), "error: no cuBLASLt algorithm for 5x40x7 (M x N x K, batch 1), layouts A f32") ||
+        !strstr(err.c_str(), "epilogue BIAS (bias f32, 256-byte aligned)")) {
+        printf("FAIL matmul no algorithm: exit %d \"%s\"\n", rc, err.c_str());
+        failures++;
     }
+#endif
 }
 
 /* ---------------------------------------------------------------- reduce_rows */
@@ -603,6 +625,54 @@ static void test_crossentropy()
 
 /* ---------------------------------------------------------------- fill, adamw, poison */
 
+/* gc_adamw_multi: 21 tensors (two launches of at most 16), sizes with and
+ * without a multiple of 4, one empty, weight decay on some, a bf16 copy on
+ * others: each equals gc_adamw on the CPU, each copy the rounded parameter. */
+static void test_adamw_multi()
+{
+    const int NT = 21;
+    std::vector<Vec> p(NT), g(NT), m(NT), v(NT), want(NT);
+    std::vector<long> n(NT);
+    Vec all_want;
+    for (int k = 0; k < NT; k++) {
+        n[k] = k == 5 ? 0 : 1 + (k * 37) % 300;
+        p[k] = rand_vec(n[k]), g[k] = rand_vec(n[k]), m[k] = rand_vec(n[k], -0.1f, 0.1f);
+        v[k] = rand_vec(n[k], 0.0f, 0.01f);
+        Vec wp = p[k], wm = m[k], wv = v[k];
+        cpu_adamw(wp.data(), g[k].data(), wm.data(), wv.data(), n[k], 3e-4f, 0.9f, 0.95f, 1e-8f, k % 3 ? 0.1f : 0.0f, 2);
+        want[k] = cat({wp, wm, wv});
+        all_want = cat({all_want, want[k]});
+    }
+    int bad_copy = 0;
+    Vec got = run_gpu("adamw_multi", [&] {
+        Dev d;
+        std::vector<gc_adamw_tensor> u(NT);
+        std::vector<gc_bf16 *> pc(NT);
+        for (int k = 0; k < NT; k++) {
+            pc[k] = k % 2 ? d.up(std::vector<gc_bf16>(n[k])) : NULL;
+            u[k] = {d.up(p[k]), pc[k], d.up(g[k]), d.up(m[k]), d.up(v[k]), n[k], k % 3 ? 0.1f : 0.0f};
+        }
+        gc_adamw_multi(u.data(), NT, 3e-4f, 0.9f, 0.95f, 1e-8f, 2);
+        Vec out;
+        for (int k = 0; k < NT; k++) {
+            Vec pk = down(u[k].p, n[k]);
+            out = cat({out, pk, down(u[k].m, n[k]), down(u[k].v, n[k])});
+            if (pc[k]) {
+                std::vector<gc_bf16> c = down(pc[k], n[k]);
+                for (long i = 0; i < n[k]; i++)
+                    bad_copy += __bfloat162float(c[i]) != __bfloat162float(__float2bfloat16(pk[i]));
+            }
+        }
+        return out;
+    });
+    close("adamw_multi", got, all_want);
+    checks++;
+    if (bad_copy) {
+        printf("FAIL adamw_multi: %d bf16 copy elements are not the rounded parameter\n", bad_copy);
+        failures++;
+    }
+}
+
 static void test_misc()
 {
     char name[160];
@@ -632,6 +702,7 @@ static void test_misc()
         });
         close(name, got, cat({wp, wm, wv}));
     }
+    test_adamw_multi();
     Vec got = run_gpu("poison", [&] {
         Dev d;
         float *x = d.up(Vec(10, 1.0f));
@@ -748,9 +819,9 @@ static void test_bf16()
         }
     }
 
-    /* layernorm */
-    {
-        long N = 33, C = 65;
+    /* layernorm: C = 65 (misaligned rows, tails), 64 and 200 (16-byte vectors; 200 = 25 vectors of 8) */
+    for (long C : {65L, 64L, 200L}) {
+        long N = 33;
         Vec x = rand_bf(N * C, -2.0f, 3.0f), w = rand_bf(C), b = rand_bf(C), out(N * C), mean(N), rstd(N);
         cpu_layernorm_fwd(out.data(), mean.data(), rstd.data(), x.data(), w.data(), b.data(), N, C, 1e-5f);
         Vec got = run_gpu("layernorm_fwd_bf16", [&] {
