@@ -110,7 +110,15 @@ int gcrt_gradcheck(gcrt_run *st)
     check *c = malloc((size_t)n * sizeof *c);
     gcrt_rng r;
     gcrt_rng_seed(&r, st->o.seed, GCRT_STREAM_GRADCHECK);
-    double loss = gcrt_run_batch(st, &st->train, GC_PHASE_FWD | GC_PHASE_BWD);
+    int shard;
+    long batch;
+    if (gcrt_data_start(st) || gcrt_data_next(st, &shard, &batch)) {
+        free(g), free(c);
+        return 1;
+    }
+    gcrt_upload_batch(st);
+    st->prog->run(&st->ctx, GC_PHASE_FWD | GC_PHASE_BWD);
+    double loss = gcrt_read_loss(st);
     if (g && N)
         gc_device_download(g, st->ctx.region[GC_REGION_GRADS], (size_t)N * 4);   /* fp32 in both precisions */
     if (!g || !c || !isfinite(loss) || pick_elements(c, n, p, g, &r) != 0) {

@@ -137,6 +137,7 @@ void gcrt_report_step(gcrt_run *st, const gcrt_step_info *si)
                             : fprintf(st->log, ",\"grad_norm\":\"%s\"", isnan(si->gnorm) ? "nan" : "inf");
     if (!isnan(si->val))
         fprintf(st->log, ",\"val_loss\":%.9g", si->val);
+    fprintf(st->log, ",\"shard\":%d,\"batch\":%ld", si->shard, si->batch);
     if (si->skipped)
         fprintf(st->log, ",\"skipped\":true,\"skipped_total\":%lld", st->skipped);
     fputs("}\n", st->log);

@@ -184,7 +184,7 @@ static void release(gcrt_run *st)
     for (int r = 0; r < GC_NREGIONS; r++)
         if (st->ctx.region[r])
             gc_device_free(st->ctx.region[r]);
-    gcrt_shard_close(&st->train);
+    gcrt_data_close(st);
     gcrt_shard_close(&st->val);
     if (st->log)
         fclose(st->log);
@@ -334,6 +334,8 @@ static int train(gcrt_run *st, int *stopped)
     if (st->o.profile && st->prog->nprof > 0 &&
         !(st->prof = calloc((size_t)st->prog->nprof, sizeof *st->prof)))
         return gcrt_errorf("--profile: out of memory");
+    if (gcrt_data_start(st))
+        return 1;
     catch_stop_signals();
     for (long step = st->first_step; step <= st->o.steps; step++) {
         double t0 = gcrt_now_ms();
@@ -341,7 +343,8 @@ static int train(gcrt_run *st, int *stopped)
         st->ctx.t = (int)step;
         st->ctx.lr = (float)si.lr;
         st->ctx.prof = st->prof;
-        gcrt_data_next(st);
+        if (gcrt_data_next(st, &si.shard, &si.batch))
+            return 1;
         gcrt_upload_batch(st);
         run_step(st, &si);
         si.ms = gcrt_now_ms() - t0;
@@ -373,8 +376,13 @@ static int train(gcrt_run *st, int *stopped)
         if (timed > 1)
             printf(" (mean over steps %ld..)", st->first_step + 1);
         putchar('\n');
-        if (st->prof)
+        if (st->prof) {
             gcrt_print_profile(st, timed, mean);
+            long n = st->o.steps - st->first_step + 1;
+            printf("data: %.3f ms/step preparing batches, %s\n", gcrt_data_prep_ms(st) / (double)(n > 0 ? n : 1),
+                   st->o.no_prefetch ? "on the main thread (--no-prefetch): inside ms/step"
+                                     : "on the prefetch thread while the step runs: not inside ms/step");
+        }
     } else if (st->have_val && st->first_step == 1) {
         double val;
         if (validate(st, &val))
