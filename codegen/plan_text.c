@@ -174,6 +174,8 @@ void emit_plan_text(FILE *f, const Graph *g, const EmitOptions *opt)
         fprintf(f, "dims:");
         for (int i = 0; i < g->ndims; i++)
             fprintf(f, " %s=%ld", g->dims[i].name, g->dims[i].value);
+        if (g->micro_batches > 1)
+            fprintf(f, " | %d micro-batches of B rows per optimizer step", g->micro_batches);
         fputc('\n', f);
     }
     regions(f, g, opt);

@@ -19,6 +19,7 @@ typedef struct DriverOptions {
     const char *emit_kind;   /* NULL: build an executable */
     ScheduleKind schedule;
     int no_reuse, no_fuse, gpus, verbose;
+    int micro_batches;       /* --micro-batches K (0: not given) */
     const char *cc;
     const char *nvcc;
     const char *gpu_arch;    /* "sm_80,sm_90" */

@@ -33,6 +33,8 @@ static void usage(FILE *f)
         "      --mem SIZE         per-device memory budget, e.g. 24GiB, 80GB, 512MiB;\n"
         "                         a plan that does not fit is rejected with numbers\n"
         "                         (recompute/micro-batch search: not implemented yet)\n"
+        "      --micro-batches K  gradient accumulation: each step runs K micro-batches\n"
+        "                         of B/K rows (K divides B), then one optimizer update\n"
         "      --gpus N           devices (only 1 is implemented yet)\n"
         "      --schedule S       plain | fused-opt (optimizer update right after\n"
         "                         each parameter's last gradient write; default)\n"
@@ -77,7 +79,7 @@ static const char *const emit_kinds[] = {"ir", "summary", "c", "cuda", "plan", "
 static int parse_args(int argc, char **argv, DriverOptions *o)
 {
     enum { O_CONFIG = 256, O_TARGET, O_PRECISION, O_MEM, O_GPUS, O_EMIT, O_NOREUSE, O_VERSION,
-           O_SCHEDULE, O_POISON, O_CC, O_NVCC, O_ARCH, O_NOFUSE };
+           O_SCHEDULE, O_POISON, O_CC, O_NVCC, O_ARCH, O_NOFUSE, O_MICRO };
     static const struct option longopts[] = {
         {"output", required_argument, 0, 'o'}, {"config", required_argument, 0, O_CONFIG},
         {"target", required_argument, 0, O_TARGET}, {"precision", required_argument, 0, O_PRECISION},
@@ -86,6 +88,7 @@ static int parse_args(int argc, char **argv, DriverOptions *o)
         {"schedule", required_argument, 0, O_SCHEDULE}, {"poison", no_argument, 0, O_POISON},
         {"cc", required_argument, 0, O_CC}, {"nvcc", required_argument, 0, O_NVCC},
         {"gpu-arch", required_argument, 0, O_ARCH}, {"no-fuse", no_argument, 0, O_NOFUSE}, {"verbose", no_argument, 0, 'v'},
+        {"micro-batches", required_argument, 0, O_MICRO},
         {"help", no_argument, 0, 'h'}, {"version", no_argument, 0, O_VERSION}, {0, 0, 0, 0},
     };
     int c;
@@ -149,6 +152,16 @@ static int parse_args(int argc, char **argv, DriverOptions *o)
                 return 1;
             }
             o->emit_kind = optarg;
+            break;
+        }
+        case O_MICRO: {
+            char *end;
+            long n = strtol(optarg, &end, 10);
+            if (*end || n < 1 || n > 65536) {
+                fprintf(stderr, "gcompile: error: --micro-batches expects a positive integer, got '%s'\n", optarg);
+                return 1;
+            }
+            o->micro_batches = (int)n;
             break;
         }
         case O_NOREUSE: o->no_reuse = 1; break;
@@ -231,6 +244,30 @@ static double now_ms(void)
             fprintf(stderr, "gcompile: %-10s %8.2f ms\n", name, now_ms() - t0_); \
     } while (0)
 
+/* --micro-batches K: the graph g was built with the batch's B rows; builds
+ * it again with B/K (the micro-batch) and frees g. NULL after an error. */
+static Graph *build_micro(Ast *ast, DriverOptions *o, Graph *g)
+{
+    long B = graph_dim(g, "B"), K = o->micro_batches;
+    graph_free(g);
+    if (B < 0) {
+        fprintf(stderr, "gcompile: error: --micro-batches needs a dim named B (the batch's rows)\n");
+        return NULL;
+    }
+    if (B % K) {
+        fprintf(stderr, "gcompile: error: --micro-batches %ld does not divide B = %ld\n", K, B);
+        return NULL;
+    }
+    char *val = xasprintf("%ld", B / K);
+    o->defines = xrealloc(o->defines, (size_t)(o->build.ndefines + 1) * sizeof *o->defines);
+    o->defines[o->build.ndefines++] = (Define){"B", val};
+    o->build.defines = o->defines;
+    g = ir_build(ast, &o->build);
+    o->build.ndefines--;       /* the caller's -D list again */
+    free(val);
+    return g;
+}
+
 int main(int argc, char **argv)
 {
     DriverOptions o = {
@@ -249,12 +286,15 @@ int main(int argc, char **argv)
     PASS(&o, "build", g = ir_build(ast, &o.build));
     if (!g)
         goto done;
+    if (o.micro_batches > 1 && !(g = build_micro(ast, &o, g)))
+        goto done;
     ir_verify(g);
     g->no_reuse = o.no_reuse;
     PASS(&o, "autodiff", pass_autodiff(g));
     if (diag_count())
         goto done;
     ir_verify(g);
+    PASS(&o, "micro", pass_micro_batches(g, o.micro_batches));
     if (!o.no_fuse) {
         PASS(&o, "fuse", pass_fuse(g));
         ir_verify(g);

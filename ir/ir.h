@@ -153,6 +153,8 @@ typedef struct Graph {
     size_t region_lower_bound[RG_COUNT];
     int no_reuse;               /* --no-reuse: every tensor its own storage */
     const char *schedule_name;  /* which schedule was used, for the plan */
+    int micro_batches;          /* the step runs the fwd/bwd ops this many times (0, 1: once);
+                                   passes/microbatch.c */
 } Graph;
 
 Graph *graph_new(const char *file);

@@ -37,6 +37,12 @@ void pass_fuse(Graph *g);
  * the start of the step. Run after autodiff, before schedule. */
 void pass_precision(Graph *g);
 
+/* ---------------------------------------------------------------- microbatch.c */
+/* Gradient accumulation: the graph was built with B/k rows; the step runs k
+ * micro-batches (g->micro_batches = k) and one optimizer update. Scales the
+ * loss seed by 1/k. No-op for k <= 1. Run after autodiff, before schedule. */
+void pass_micro_batches(Graph *g, int k);
+
 /* ---------------------------------------------------------------- split_updates.c */
 /* For the fused-opt schedule: a layer-stacked parameter's gradient root is
  * split into one root per layer slice, and its AdamW update into one update

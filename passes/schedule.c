@@ -6,7 +6,8 @@
  *            runs right after the last op that touches the parameter or its
  *            gradient. A gradient then dies at its update, so parameter
  *            gradients move from the persistent grads region into the arena,
- *            where the planner overlaps them: they never all coexist.
+ *            where the planner overlaps them: they never all coexist (not
+ *            with micro-batches, which accumulate gradients across steps).
  */
 #include "passes.h"
 
@@ -198,7 +199,8 @@ void pass_schedule(Graph *g, ScheduleKind kind)
         free(next);
         free(last);
         g->schedule_name = "fused-opt";
-        for (int t = 0; t < g->nt; t++)          /* gradients (and their views) */
+        for (int t = 0; t < g->nt && g->micro_batches <= 1; t++)   /* gradients (and their views);
+                                                  accumulated over micro-batches, they stay */
             if (g->t[t].region == RG_GRADS)
                 g->t[t].region = RG_ARENA;
     }

@@ -284,6 +284,8 @@ static int in_region(size_t off, double bytes, size_t size)
     return (double)off + bytes <= (double)size;
 }
 
+static int micro_batches(const gc_program *p) { return p->micro_batches > 1 ? p->micro_batches : 1; }
+
 /* Checks what gc_main relies on in the emitted table; a failure is a
  * compiler bug, reported as an internal error. */
 static int check_program(const gc_program *p, const options *o)
@@ -427,6 +429,8 @@ static void print_header(const gc_program *p)
     for (int i = 0; i < 8; i++)
         if (dims[i])
             printf(" %s=%ld", names[i], dims[i]);
+    if (micro_batches(p) > 1)
+        printf(" | %d micro-batches of B rows per step (batch %ld rows)", micro_batches(p), p->B * micro_batches(p));
     printf("\nparameters: %s in %d tensors\n", grouped(p->nparam_elems, b1, sizeof b1), p->nparams);
     printf("plan: %s\n", p->plan_summary ? p->plan_summary : "-");
     printf("memory: %s bytes in regions params %zu | grads %zu | optstate %zu | arena %zu\n",
@@ -555,12 +559,13 @@ static void release(state *st)
 
 /* ---------------------------------------------------------------- one step */
 
-static void upload_batch(state *st)
+/* Uploads micro-batch k's rows of the batch (all of it when there is one). */
+static void upload_micro(state *st, int k)
 {
     char *arena = st->ctx.region[GC_REGION_ARENA];
-    size_t bytes = (size_t)st->BT * sizeof(int32_t);
-    gc_device_upload(arena + st->prog->tokens_off, st->inputs, bytes);
-    gc_device_upload(arena + st->prog->targets_off, st->targets, bytes);
+    size_t n = (size_t)(st->BT / micro_batches(st->prog)), bytes = n * sizeof(int32_t);
+    gc_device_upload(arena + st->prog->tokens_off, st->inputs + (size_t)k * n, bytes);
+    gc_device_upload(arena + st->prog->targets_off, st->targets + (size_t)k * n, bytes);
 }
 
 static float read_loss(state *st)
@@ -571,13 +576,33 @@ static float read_loss(state *st)
     return loss;
 }
 
+/* The given phases on the uploaded batch: one run per micro-batch (the
+ * optimizer only with the last); returns the mean loss over the batch. */
+static float run_micro_batches(state *st, int phases)
+{
+    int K = micro_batches(st->prog);
+    if (K == 1) {
+        upload_micro(st, 0);
+        st->ctx.micro = 0;
+        st->prog->run(&st->ctx, phases);
+        return read_loss(st);
+    }
+    double sum = 0;
+    for (int k = 0; k < K; k++) {
+        upload_micro(st, k);
+        st->ctx.micro = k;
+        st->prog->run(&st->ctx, k == K - 1 ? phases : phases & ~GC_PHASE_OPT);
+        sum += read_loss(st);
+    }
+    st->ctx.micro = 0;
+    return (float)(sum / K);
+}
+
 /* Next batch of sh, then the given phases; returns the loss. */
 static float run_batch(state *st, gcrt_shard *sh, int phases)
 {
     gcrt_shard_next(sh, st->inputs, st->targets, st->BT);
-    upload_batch(st);
-    st->prog->run(&st->ctx, phases);
-    return read_loss(st);
+    return run_micro_batches(st, phases);
 }
 
 /* Mean forward loss over the first --val-batches batches of the val shard. */
@@ -729,7 +754,7 @@ static int sample(state *st)
     gcrt_rng_seed(&r, st->o.seed, GCRT_STREAM_SAMPLE);
     printf("--- sample: %ld tokens, seed %llu ---\n", st->o.sample, st->o.seed);
     for (long i = 0; i < st->o.sample; i++) {
-        upload_batch(st);
+        upload_micro(st, 0);
         p->run(&st->ctx, GC_PHASE_FWD);
         gc_device_sync();
         download_floats(p, row, arena + p->logits_off + (size_t)(pos - 1) * (size_t)cols * (p->bf16 ? 2 : 4),
@@ -805,9 +830,7 @@ static int pick_elements(check *c, long n, const gc_program *p, const float *g, 
 static double loss_at(state *st, long k, float v)
 {
     gc_device_upload(st->ctx.region[GC_REGION_PARAMS] + (size_t)k * 4, &v, 4);
-    upload_batch(st);
-    st->prog->run(&st->ctx, GC_PHASE_FWD);
-    return read_loss(st);
+    return run_micro_batches(st, GC_PHASE_FWD);
 }
 
 /* Central difference with the step the float parameter really took; the
@@ -943,7 +966,7 @@ int gc_main(int argc, char **argv, const gc_program *prog)
     int rc = parse_flags(&st.o, argc, argv, prog);
     if (rc != PARSE_RUN)
         return rc;
-    st.BT = prog->B * prog->T;
+    st.BT = prog->B * prog->T * micro_batches(prog);   /* B: the micro-batch's rows */
     rc = run_program(&st);
     fflush(stdout);
     release(&st);

@@ -1,7 +1,7 @@
 #!/bin/sh
 # End-to-end: compile models/gpt2.graph (tiny) for the CPU and train.
 # usage: train.sh GCOMPILE GRAPH WORKDIR CHECK
-#   CHECK: falling | rerun | noreuse | poison | schedules | gradcheck | ckpt | badfiles | profile
+#   CHECK: falling | rerun | noreuse | poison | schedules | gradcheck | ckpt | badfiles | profile | micro
 set -u
 gc=$1 graph=$2 dir=$3 check=$4
 mkdir -p "$dir"
@@ -114,6 +114,35 @@ rules)     # small graphs that exercise single backward rules, through --gradche
         ./t_rules --threads 2 --gradcheck 32 >out.txt 2>&1 || { cat out.txt; fail "gradcheck $g"; }
         tail -1 out.txt
     done
+    ;;
+micro)     # gradient accumulation: K = 2 and 4 micro-batches of B/K rows match one batch of B within 1e-6
+    for k in 1 2 4; do
+        compile t_k$k --micro-batches $k
+        ./t_k$k --threads 2 --steps 20 --log k$k.jsonl >/dev/null || fail "run K=$k"
+        sed -n 's/.*"loss":\([^,}]*\).*/\1/p' k$k.jsonl >k$k.txt
+        [ "$(wc -l <k$k.txt)" -eq 20 ] || fail "K=$k: expected 20 losses"
+    done
+    for k in 2 4; do
+        paste k1.txt k$k.txt | awk -v k=$k '{ d = $1 - $2; if (d < 0) d = -d; if (d > m) m = d }
+            END { printf "K=%d: max |loss - loss(K=1)| over %d steps = %.2e\n", k, NR, m; exit !(m <= 1e-6) }' ||
+            { paste k1.txt k$k.txt; fail "K=$k differs from K=1"; }
+    done
+    cmp -s k1.txt k2.txt && cmp -s k1.txt k4.txt && echo "(bit-identical)"
+    "$gc" "$graph" --config tiny --target cpu --micro-batches 4 --emit plan | grep -q '"micro_batches": 4' ||
+        fail "plan JSON lacks micro_batches"
+    # poisoned and plain-schedule programs: same losses; the plain one passes gradcheck with accumulated gradients
+    compile t_poison --micro-batches 2 --poison
+    compile t_plain --micro-batches 2 --schedule plain
+    losses t_poison --steps 8 >p.txt
+    losses t_k2 --steps 8 >a.txt
+    losses t_plain --steps 8 >b.txt
+    grep -qi nan p.txt && fail "NaN loss with --poison --micro-batches 2"
+    cmp -s a.txt p.txt || { paste a.txt p.txt; fail "--poison losses differ"; }
+    cmp -s a.txt b.txt || { paste a.txt b.txt; fail "plain and fused-opt schedules differ with micro-batches"; }
+    ./t_plain --threads 2 --gradcheck 24 >out.txt || { cat out.txt; fail "gradcheck with 2 micro-batches"; }
+    # K must divide B
+    "$gc" "$graph" --config tiny --target cpu --micro-batches 3 --emit plan >/dev/null 2>err.txt && fail "K=3 accepted"
+    grep -q "does not divide B = 4" err.txt || { cat err.txt; fail "K=3 message"; }
     ;;
 *) fail "unknown check $check" ;;
 esac
