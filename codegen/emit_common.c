@@ -439,7 +439,7 @@ static void emit_ew_call(FILE *f, const Graph *g, const Op *op)
 
 static const char *phase_flag(Phase p)
 {
-    return p == PH_OPT ? "GC_PHASE_OPT" : p == PH_BWD ? "GC_PHASE_BWD" : "GC_PHASE_FWD";
+    return p == PH_OPT ? "GC_PHASE_OPT" : p == PH_BWD || p == PH_RECOMPUTE ? "GC_PHASE_BWD" : "GC_PHASE_FWD";
 }
 
 void emit_step_body(FILE *f, const Graph *g, const EmitOptions *opt)

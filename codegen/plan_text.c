@@ -164,6 +164,28 @@ static void largest(FILE *f, const Graph *g, int top)
     free(v);
 }
 
+/* Recomputation: how many ops and tensors, what they cost in FLOPs. */
+static void levers(FILE *f, const Graph *g)
+{
+    double base = 0, extra = 0;
+    int nops = 0, ntens = 0;
+    for (int k = 0; k < g->nsched; k++) {
+        const Op *op = &g->ops[g->sched[k]];
+        double fl = op_flops(g, op);
+        if (op->phase == PH_RECOMPUTE) {
+            extra += fl;
+            nops++;
+            ntens += op->nout;
+        } else {
+            base += fl;
+        }
+    }
+    if (!nops)
+        return;
+    fprintf(f, "recompute: %d ops in the backward recompute %d tensors: +%.1f%% FLOPs per step\n", nops, ntens,
+            base > 0 ? 100.0 * extra / base : 0.0);
+}
+
 void emit_plan_text(FILE *f, const Graph *g, const EmitOptions *opt)
 {
     fprintf(f, "memory plan: %s%s%s, target %s, schedule %s, %d steps, %d tensors\n",
@@ -178,6 +200,7 @@ void emit_plan_text(FILE *f, const Graph *g, const EmitOptions *opt)
             fprintf(f, " | %d micro-batches of B rows per optimizer step", g->micro_batches);
         fputc('\n', f);
     }
+    levers(f, g);
     regions(f, g, opt);
     reuse(f, g);
     peak(f, g);

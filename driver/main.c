@@ -32,9 +32,14 @@ static void usage(FILE *f)
         "                         weights and optimizer state; --target cuda only)\n"
         "      --mem SIZE         per-device memory budget, e.g. 24GiB, 80GB, 512MiB;\n"
         "                         a plan that does not fit is rejected with numbers\n"
-        "                         (recompute/micro-batch search: not implemented yet)\n"
+        "                         (choosing --recompute/--micro-batches to fit: not yet)\n"
         "      --micro-batches K  gradient accumulation: each step runs K micro-batches\n"
         "                         of B/K rows (K divides B), then one optimizer update\n"
+        "      --recompute MODE   none | selective | full | auto (default): free forward\n"
+        "                         activations after their last forward use and recompute\n"
+        "                         them in the backward (selective: layernorm, GELU,\n"
+        "                         attention internals; full: all but each layer's input);\n"
+        "                         auto: none\n"
         "      --gpus N           devices (only 1 is implemented yet)\n"
         "      --schedule S       plain | fused-opt (optimizer update right after\n"
         "                         each parameter's last gradient write; default)\n"
@@ -79,7 +84,7 @@ static const char *const emit_kinds[] = {"ir", "summary", "c", "cuda", "plan", "
 static int parse_args(int argc, char **argv, DriverOptions *o)
 {
     enum { O_CONFIG = 256, O_TARGET, O_PRECISION, O_MEM, O_GPUS, O_EMIT, O_NOREUSE, O_VERSION,
-           O_SCHEDULE, O_POISON, O_CC, O_NVCC, O_ARCH, O_NOFUSE, O_MICRO };
+           O_SCHEDULE, O_POISON, O_CC, O_NVCC, O_ARCH, O_NOFUSE, O_MICRO, O_RECOMPUTE };
     static const struct option longopts[] = {
         {"output", required_argument, 0, 'o'}, {"config", required_argument, 0, O_CONFIG},
         {"target", required_argument, 0, O_TARGET}, {"precision", required_argument, 0, O_PRECISION},
@@ -88,7 +93,7 @@ static int parse_args(int argc, char **argv, DriverOptions *o)
         {"schedule", required_argument, 0, O_SCHEDULE}, {"poison", no_argument, 0, O_POISON},
         {"cc", required_argument, 0, O_CC}, {"nvcc", required_argument, 0, O_NVCC},
         {"gpu-arch", required_argument, 0, O_ARCH}, {"no-fuse", no_argument, 0, O_NOFUSE}, {"verbose", no_argument, 0, 'v'},
-        {"micro-batches", required_argument, 0, O_MICRO},
+        {"micro-batches", required_argument, 0, O_MICRO}, {"recompute", required_argument, 0, O_RECOMPUTE},
         {"help", no_argument, 0, 'h'}, {"version", no_argument, 0, O_VERSION}, {0, 0, 0, 0},
     };
     int c;
@@ -164,6 +169,21 @@ static int parse_args(int argc, char **argv, DriverOptions *o)
             o->micro_batches = (int)n;
             break;
         }
+        case O_RECOMPUTE:
+            if (!strcmp(optarg, "none"))
+                o->recompute = RC_NONE;
+            else if (!strcmp(optarg, "selective"))
+                o->recompute = RC_SELECTIVE;
+            else if (!strcmp(optarg, "full"))
+                o->recompute = RC_FULL;
+            else if (!strcmp(optarg, "auto"))
+                o->recompute = -1;
+            else {
+                fprintf(stderr, "gcompile: error: --recompute must be none, selective, full or auto, got '%s'\n",
+                        optarg);
+                return 1;
+            }
+            break;
         case O_NOREUSE: o->no_reuse = 1; break;
         case O_NOFUSE: o->no_fuse = 1; break;
         case O_SCHEDULE:
@@ -268,10 +288,21 @@ static Graph *build_micro(Ast *ast, DriverOptions *o, Graph *g)
     return g;
 }
 
+/* --recompute MODE: the same choice for every layer */
+static void recompute_layers(Graph *g, RecomputeChoice c)
+{
+    int n = graph_layers(g);
+    RecomputeChoice *choice = xmalloc((size_t)(n + 1) * sizeof *choice);
+    for (int l = 0; l < n; l++)
+        choice[l] = c;
+    pass_recompute(g, choice, n);
+    free(choice);
+}
+
 int main(int argc, char **argv)
 {
     DriverOptions o = {
-        .output = NULL, .schedule = SCHED_FUSED_OPT, .gpus = 1, .cc = "cc", .nvcc = "nvcc",
+        .output = NULL, .schedule = SCHED_FUSED_OPT, .gpus = 1, .recompute = -1, .cc = "cc", .nvcc = "nvcc",
         .gpu_arch = "sm_80,sm_90",
         .emit = {.target = "cuda", .precision = "fp32"},
     };
@@ -305,6 +336,10 @@ int main(int argc, char **argv)
     }
     if (o.schedule == SCHED_FUSED_OPT) {
         PASS(&o, "split-upd", pass_split_updates(g));
+        ir_verify(g);
+    }
+    if (o.recompute > RC_NONE) {
+        PASS(&o, "recompute", recompute_layers(g, (RecomputeChoice)o.recompute));
         ir_verify(g);
     }
     PASS(&o, "schedule", pass_schedule(g, o.schedule));

@@ -49,6 +49,23 @@ void pass_micro_batches(Graph *g, int k);
  * per slice, so each layer's gradient dies at its own update. */
 void pass_split_updates(Graph *g);
 
+/* ---------------------------------------------------------------- recompute.c */
+typedef enum RecomputeChoice {
+    RC_NONE,          /* keep the layer's activations for the backward */
+    RC_SELECTIVE,     /* recompute its cheap ops and attention's batched matmuls */
+    RC_FULL           /* keep only the layer's input; recompute the rest */
+} RecomputeChoice;
+/* Clones the chosen forward ops of each layer l < nlayers (choice[l]) as ops
+ * of phase recompute that the backward reads instead of the originals, so
+ * the originals die at their last forward use. Bit-identical results. Run
+ * after autodiff, fuse, precision, split_updates; before schedule. */
+void pass_recompute(Graph *g, const RecomputeChoice *choice, int nlayers);
+/* 1 + the largest op->layer (0 when the graph has no layers). */
+int graph_layers(const Graph *g);
+/* 1 when op is cheap to recompute: few FLOPs per output element (elementwise,
+ * normalisation, softmax, permute) or a batched (attention) matmul. */
+int rc_cheap(const Graph *g, const Op *op);
+
 /* ---------------------------------------------------------------- workspace.c */
 /* Adds the runtime scratch the target needs as a planned arena tensor named
  * "runtime.workspace" (live for the whole step): the CUDA target's cuBLASLt

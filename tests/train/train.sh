@@ -1,7 +1,7 @@
 #!/bin/sh
 # End-to-end: compile models/gpt2.graph (tiny) for the CPU and train.
 # usage: train.sh GCOMPILE GRAPH WORKDIR CHECK
-#   CHECK: falling | rerun | noreuse | poison | schedules | gradcheck | ckpt | badfiles | profile | micro
+#   CHECK: falling | rerun | noreuse | poison | schedules | gradcheck | ckpt | badfiles | profile | micro | recompute
 set -u
 gc=$1 graph=$2 dir=$3 check=$4
 mkdir -p "$dir"
@@ -130,19 +130,40 @@ micro)     # gradient accumulation: K = 2 and 4 micro-batches of B/K rows match 
     cmp -s k1.txt k2.txt && cmp -s k1.txt k4.txt && echo "(bit-identical)"
     "$gc" "$graph" --config tiny --target cpu --micro-batches 4 --emit plan | grep -q '"micro_batches": 4' ||
         fail "plan JSON lacks micro_batches"
-    # poisoned and plain-schedule programs: same losses; the plain one passes gradcheck with accumulated gradients
-    compile t_poison --micro-batches 2 --poison
-    compile t_plain --micro-batches 2 --schedule plain
-    losses t_poison --steps 8 >p.txt
+    # a poisoned plain-schedule program: same losses; it passes gradcheck with accumulated gradients
+    compile t_plain --micro-batches 2 --schedule plain --poison
     losses t_k2 --steps 8 >a.txt
     losses t_plain --steps 8 >b.txt
-    grep -qi nan p.txt && fail "NaN loss with --poison --micro-batches 2"
-    cmp -s a.txt p.txt || { paste a.txt p.txt; fail "--poison losses differ"; }
+    grep -qi nan b.txt && fail "NaN loss with --poison --micro-batches 2"
     cmp -s a.txt b.txt || { paste a.txt b.txt; fail "plain and fused-opt schedules differ with micro-batches"; }
     ./t_plain --threads 2 --gradcheck 24 >out.txt || { cat out.txt; fail "gradcheck with 2 micro-batches"; }
     # K must divide B
     "$gc" "$graph" --config tiny --target cpu --micro-batches 3 --emit plan >/dev/null 2>err.txt && fail "K=3 accepted"
     grep -q "does not divide B = 4" err.txt || { cat err.txt; fail "K=3 message"; }
+    ;;
+recompute) # recomputation: bit-identical losses in every mode, also poisoned and with micro-batches; smaller arena
+    compile t_none --recompute none
+    losses t_none --steps 8 >none.txt
+    for m in selective full; do   # poisoned programs (NaN at each end of lifetime) equal to the plain one
+        compile t_${m}_p --recompute $m --poison
+        losses t_${m}_p --steps 8 >${m}_p.txt
+        grep -qi nan ${m}_p.txt && fail "NaN loss with --recompute $m --poison"
+        cmp -s none.txt ${m}_p.txt || { paste none.txt ${m}_p.txt; fail "--recompute $m --poison losses differ"; }
+        "$gc" "$graph" --config tiny --target cpu --recompute $m --emit plan >$m.json || fail "plan $m"
+        grep -q '"phase": "recompute"' $m.json || fail "no recompute op in the $m plan"
+    done
+    "$gc" "$graph" --config tiny --target cpu --recompute none --emit plan >none.json || fail "plan none"
+    grep -q '"phase": "recompute"' none.json && fail "recompute ops without --recompute"
+    arena() { "$gc" "$graph" --config tiny --target cpu --recompute $1 --emit plan-text | awk '$1 == "arena" && $5 == "bytes" { print $4 }'; }
+    a_none=$(arena none) a_sel=$(arena selective) a_full=$(arena full)
+    echo "arena bytes: none $a_none selective $a_sel full $a_full"
+    [ "$a_full" -lt "$a_none" ] || fail "full recompute did not shrink the arena"
+    [ "$a_sel" -lt "$a_none" ] || fail "selective recompute did not shrink the arena"
+    compile t_mix --recompute full --micro-batches 2 --poison
+    compile t_k2 --micro-batches 2
+    losses t_k2 --steps 8 >k2.txt
+    losses t_mix --steps 8 >mix.txt
+    cmp -s k2.txt mix.txt || { paste k2.txt mix.txt; fail "--recompute full with 2 micro-batches differs"; }
     ;;
 *) fail "unknown check $check" ;;
 esac
