@@ -1,6 +1,7 @@
 /* emit_common.c — what the C and CUDA emitters share: tensor addresses,
  * runtime kernel calls (same names and signatures on both targets), the
  * program description, NaN poisoning and the --profile categories. */
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -331,6 +332,34 @@ static void emit_prof_tables(FILE *f, const Graph *g)
     prof_free(&pt);
 }
 
+/* FNV-1a over the bytes of n objects, continuing from h. */
+static uint64_t fnv(uint64_t h, const void *p, size_t n)
+{
+    const unsigned char *b = p;
+    for (size_t i = 0; i < n; i++)
+        h = (h ^ b[i]) * 0x100000001b3ull;
+    return h;
+}
+
+/* The part of the plan a training state depends on: every parameter and
+ * optimizer-state tensor (name, region, offset, bytes), the sizes of the
+ * params and optstate regions and the precision. A resumed run refuses a
+ * state written by a program whose hash differs. */
+static uint64_t state_hash(const Graph *g, const EmitOptions *opt)
+{
+    uint64_t h = fnv(0xcbf29ce484222325ull, opt->precision, strlen(opt->precision));
+    h = fnv(h, &g->region_bytes[RG_PARAMS], sizeof g->region_bytes[0]);
+    h = fnv(h, &g->region_bytes[RG_OPTSTATE], sizeof g->region_bytes[0]);
+    for (int t = 0; t < g->nt; t++) {
+        const Tensor *x = &g->t[t];
+        if (x->view_of >= 0 || (x->region != RG_PARAMS && x->region != RG_OPTSTATE))
+            continue;
+        uint64_t rec[3] = {(uint64_t)x->region, (uint64_t)x->offset, (uint64_t)x->bytes};
+        h = fnv(fnv(h, x->name, strlen(x->name) + 1), rec, sizeof rec);
+    }
+    return h;
+}
+
 void emit_program_struct(FILE *f, const Graph *g, const EmitOptions *opt)
 {
     emit_prof_tables(f, g);
@@ -384,6 +413,7 @@ void emit_program_struct(FILE *f, const Graph *g, const EmitOptions *opt)
     fprintf(f, "    .nprof = PROF_N,\n    .prof_label = PROF_LABEL,\n    .prof_calls = PROF_CALLS,\n"
                "    .prof_flops = PROF_FLOPS,\n");
     fprintf(f, "    .run = run,\n");
+    fprintf(f, "    .state_hash = 0x%016llxull,\n", (unsigned long long)state_hash(g, opt));
     fprintf(f, "    .micro_batches = %d,\n};\n", g->micro_batches > 1 ? g->micro_batches : 1);
 }
 

@@ -56,6 +56,8 @@ void emit_cuda(FILE *f, const Graph *g, const EmitOptions *opt)
     int ws = find_tensor(g, "runtime.workspace");
     fprintf(f, "/* the training step: ops in schedule order, grouped by phase */\n");
     fprintf(f, "static void run(gc_ctx *ctx, int phases)\n{\n");
+    fprintf(f, "    gc_cuda_set_tf32(%d); /* TF32 for fp32 matmuls on sm_80+ (gcompile --no-tf32: 0) */\n",
+            !opt->no_tf32);
     if (ws >= 0)
         fprintf(f, "    gc_cuda_set_workspace(ctx->region[%d] + %zu, %zu); /* planned: runtime.workspace */\n",
                 (int)g->t[ws].region, g->t[ws].offset, g->t[ws].bytes);

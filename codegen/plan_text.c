@@ -186,6 +186,24 @@ static void levers(FILE *f, const Graph *g)
             base > 0 ? 100.0 * extra / base : 0.0);
 }
 
+/* Kernel launches and bytes moved per step, by phase (ir/ops.c's counts). */
+static void traffic(FILE *f, const Graph *g)
+{
+    long launches[PH_COUNT], nl = 0;
+    double bytes[PH_COUNT], nb = 0;
+    char h[32];
+    graph_step_traffic(g, launches, bytes);
+    fprintf(f, "step traffic (CUDA kernel launches, bytes read + written):\n");
+    for (int p = 0; p < PH_COUNT; p++) {
+        nl += launches[p];
+        nb += bytes[p];
+        if (launches[p] || bytes[p] > 0)
+            fprintf(f, "  %-9s %6ld launches  %12s  %15.0f bytes\n", phase_name((Phase)p), launches[p],
+                    human((size_t)bytes[p], h, sizeof h), bytes[p]);
+    }
+    fprintf(f, "  %-9s %6ld launches  %12s  %15.0f bytes\n", "step", nl, human((size_t)nb, h, sizeof h), nb);
+}
+
 void emit_plan_text(FILE *f, const Graph *g, const EmitOptions *opt)
 {
     fprintf(f, "memory plan: %s%s%s, target %s, schedule %s, %d steps, %d tensors\n",
@@ -206,4 +224,5 @@ void emit_plan_text(FILE *f, const Graph *g, const EmitOptions *opt)
     peak(f, g);
     kinds(f, g);
     largest(f, g, 10);
+    traffic(f, g);
 }

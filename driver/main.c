@@ -44,10 +44,17 @@ static void usage(FILE *f)
         "      --schedule S       plain | fused-opt (optimizer update right after\n"
         "                         each parameter's last gradient write; default)\n"
         "      --emit KIND        write one artifact instead of building:\n"
-        "                           ir, summary, c, cuda, plan, plan-text, plan-svg\n"
+        "                           ir, summary, c, cuda, plan, plan-text, plan-svg,\n"
+        "                           plan-html (the plan explorer: one offline web page)\n"
+        "      --emit plan-diff A.json B.json\n"
+        "                         instead of a graph: a web page comparing two plans\n"
+        "                         (from --emit plan) of the same graph\n"
         "      --no-reuse         every tensor gets its own storage (baseline plan)\n"
         "      --no-fuse          keep matmul + bias add as two ops (fusion: bias\n"
         "                         epilogues only so far)\n"
+        "      --no-tf32          cuda: fp32 matmuls on the fp32 units (default: TF32\n"
+        "                         tensor cores on sm_80 and newer, as llm.c; inputs\n"
+        "                         rounded to 10 mantissa bits)\n"
         "      --poison           emitted program fills each buffer with NaN when its\n"
         "                         lifetime ends (debugging plans)\n"
         "      --gpu-arch LIST    CUDA architectures to build for (default: sm_80,sm_90)\n"
@@ -79,12 +86,13 @@ static long long parse_size(const char *s)
     return -1;
 }
 
-static const char *const emit_kinds[] = {"ir", "summary", "c", "cuda", "plan", "plan-text", "plan-svg", NULL};
+static const char *const emit_kinds[] = {"ir", "summary", "c", "cuda", "plan", "plan-text", "plan-svg",
+                                         "plan-html", "plan-diff", NULL};
 
 static int parse_args(int argc, char **argv, DriverOptions *o)
 {
     enum { O_CONFIG = 256, O_TARGET, O_PRECISION, O_MEM, O_GPUS, O_EMIT, O_NOREUSE, O_VERSION,
-           O_SCHEDULE, O_POISON, O_CC, O_NVCC, O_ARCH, O_NOFUSE, O_MICRO, O_RECOMPUTE };
+           O_SCHEDULE, O_POISON, O_CC, O_NVCC, O_ARCH, O_NOFUSE, O_NOTF32, O_MICRO, O_RECOMPUTE };
     static const struct option longopts[] = {
         {"output", required_argument, 0, 'o'}, {"config", required_argument, 0, O_CONFIG},
         {"target", required_argument, 0, O_TARGET}, {"precision", required_argument, 0, O_PRECISION},
@@ -92,7 +100,8 @@ static int parse_args(int argc, char **argv, DriverOptions *o)
         {"emit", required_argument, 0, O_EMIT}, {"no-reuse", no_argument, 0, O_NOREUSE},
         {"schedule", required_argument, 0, O_SCHEDULE}, {"poison", no_argument, 0, O_POISON},
         {"cc", required_argument, 0, O_CC}, {"nvcc", required_argument, 0, O_NVCC},
-        {"gpu-arch", required_argument, 0, O_ARCH}, {"no-fuse", no_argument, 0, O_NOFUSE}, {"verbose", no_argument, 0, 'v'},
+        {"gpu-arch", required_argument, 0, O_ARCH}, {"no-fuse", no_argument, 0, O_NOFUSE},
+        {"no-tf32", no_argument, 0, O_NOTF32}, {"verbose", no_argument, 0, 'v'},
         {"micro-batches", required_argument, 0, O_MICRO}, {"recompute", required_argument, 0, O_RECOMPUTE},
         {"help", no_argument, 0, 'h'}, {"version", no_argument, 0, O_VERSION}, {0, 0, 0, 0},
     };
@@ -153,7 +162,7 @@ static int parse_args(int argc, char **argv, DriverOptions *o)
                 ok |= !strcmp(optarg, emit_kinds[i]);
             if (!ok) {
                 fprintf(stderr, "gcompile: error: --emit: unknown kind '%s' (ir, summary, c, cuda, plan, "
-                                "plan-text, plan-svg)\n", optarg);
+                                "plan-text, plan-svg, plan-html, plan-diff)\n", optarg);
                 return 1;
             }
             o->emit_kind = optarg;
@@ -197,6 +206,7 @@ static int parse_args(int argc, char **argv, DriverOptions *o)
             }
             break;
         case O_POISON: o->emit.poison = 1; break;
+        case O_NOTF32: o->emit.no_tf32 = 1; break;
         case O_CC: o->cc = optarg; break;
         case O_NVCC: o->nvcc = optarg; break;
         case O_ARCH:
@@ -222,6 +232,16 @@ static int parse_args(int argc, char **argv, DriverOptions *o)
             fprintf(stderr, "gcompile: error: unknown option '%s' (see --help)\n", argv[optind - 1]);
             return 1;
         }
+    }
+    if (o->emit_kind && !strcmp(o->emit_kind, "plan-diff")) {   /* two plans instead of a graph */
+        if (argc - optind != 2) {
+            fprintf(stderr, "gcompile: error: --emit plan-diff expects two plan files (A.json B.json), got %d\n",
+                    argc - optind);
+            return 1;
+        }
+        o->input = argv[optind];
+        o->input2 = argv[optind + 1];
+        return 0;
     }
     if (optind >= argc) {
         fprintf(stderr, "gcompile: error: no input file (usage: gcompile FILE.graph [options]; see --help)\n");
@@ -308,6 +328,8 @@ int main(int argc, char **argv)
     };
     if (parse_args(argc, argv, &o))
         return 1;
+    if (o.input2)
+        return driver_emit_diff(&o);
     Ast *ast = NULL;
     Graph *g = NULL;
     int rc = 1;

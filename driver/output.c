@@ -122,12 +122,15 @@ static int write_artifact(FILE *f, const Graph *g, const DriverOptions *o)
     else if (!strcmp(k, "c"))
         emit_c(f, g, &e);
     else if (!strcmp(k, "cuda"))
-        emit_cuda(f, g, &e); else if (!strcmp(k, "plan"))
+        emit_cuda(f, g, &e);
+    else if (!strcmp(k, "plan"))
         return emit_plan_json(f, g, &e);
     else if (!strcmp(k, "plan-text"))
         emit_plan_text(f, g, &e);
     else if (!strcmp(k, "plan-svg"))
         emit_plan_svg(f, g, &e);
+    else if (!strcmp(k, "plan-html"))
+        return emit_plan_html(f, g, &e);
     else
         IR_BUG("emit kind %s", k);
     return 0;
@@ -159,4 +162,47 @@ int driver_emit(const Graph *g, const DriverOptions *o)
         return 1;
     }
     return atomic_commit(f, tmp, o->output) ? 1 : 0;
+}
+
+/* Writes the page to o->output (stdout when NULL or "-"). */
+static int write_diff(json_t *a, json_t *b, const DriverOptions *o)
+{
+    if (!o->output || !strcmp(o->output, "-")) {
+        if (emit_plan_diff(stdout, a, o->input, b, o->input2) || fflush(stdout) != 0 || ferror(stdout)) {
+            fprintf(stderr, "gcompile: error: writing to standard output failed\n");
+            return 1;
+        }
+        return 0;
+    }
+    char *tmp;
+    FILE *f = atomic_open(o->output, &tmp);
+    if (!f)
+        return 1;
+    if (emit_plan_diff(f, a, o->input, b, o->input2)) {
+        fclose(f);
+        unlink(tmp);
+        free(tmp);
+        fprintf(stderr, "gcompile: error: cannot write '%s'\n", o->output);
+        return 1;
+    }
+    return atomic_commit(f, tmp, o->output) ? 1 : 0;
+}
+
+int driver_emit_diff(const DriverOptions *o)
+{
+    char err[512];
+    json_t *a = plan_diff_load(o->input, err, sizeof err), *b = NULL;
+    int rc = 1;
+    if (a)
+        b = plan_diff_load(o->input2, err, sizeof err);
+    if (!a || !b)
+        fprintf(stderr, "gcompile: error: plan-diff: %s\n", err);
+    else if (plan_diff_check(a, b, err, sizeof err))
+        fprintf(stderr, "gcompile: error: plan-diff: '%s' and '%s' are plans of different graphs (%s)\n",
+                o->input, o->input2, err);
+    else
+        rc = write_diff(a, b, o);
+    json_decref(a);
+    json_decref(b);
+    return rc;
 }

@@ -61,10 +61,7 @@ static Sym *lookup(Builder *b, const char *name)
 
 static Sym *define(Builder *b, const char *name, SymKind kind, Value v, Loc loc)
 {
-    if (b->nsyms == b->capsyms) {
-        b->capsyms = b->capsyms ? 2 * b->capsyms : 64;
-        b->syms = xrealloc(b->syms, (size_t)b->capsyms * sizeof *b->syms);
-    }
+    b->syms = xgrow(b->syms, &b->capsyms, b->nsyms + 1, sizeof *b->syms);   /* moves: hold no Sym * across */
     b->syms[b->nsyms] = (Sym){name, kind, v, loc};
     return &b->syms[b->nsyms++];
 }

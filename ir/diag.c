@@ -1,4 +1,5 @@
 /* diag.c — located diagnostics and allocation helpers. */
+#include <malloc.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -14,6 +15,28 @@ void diag_add_source(const char *file, const char *text, size_t len)
 {
     if (nsources < (int)(sizeof sources / sizeof sources[0]))
         sources[nsources++] = (Source){file, text, len};
+}
+
+const char *diag_source_line(Loc loc, size_t *len)
+{
+    if (!loc.file || loc.line < 1)
+        return NULL;
+    for (int i = 0; i < nsources; i++) {
+        if (strcmp(sources[i].file, loc.file) != 0)
+            continue;
+        const char *p = sources[i].text, *end = p + sources[i].len;
+        for (int l = 1; l < loc.line && p < end; p++)
+            if (*p == '\n')
+                l++;
+        if (p >= end)
+            return NULL;
+        const char *e = p;
+        while (e < end && *e != '\n' && *e != '\r')
+            e++;
+        *len = (size_t)(e - p);
+        return p;
+    }
+    return NULL;
 }
 
 /* Prints line `line` of the registered source of `file` and a caret at col. */
@@ -101,10 +124,37 @@ void *xcalloc(size_t n, size_t size)
 
 void *xrealloc(void *p, size_t n)
 {
+#ifdef GC_MOVE_ON_GROW      /* sanitizer builds: every growth moves (ir.h, the growth rule) */
+    void *q = xmalloc(n);
+    if (p) {
+        size_t old = malloc_usable_size(p);
+        memcpy(q, p, old < n ? old : n);
+        free(p);
+    }
+    return q;
+#endif
     p = realloc(p, n ? n : 1);
     if (!p)
         IR_BUG("out of memory (%zu bytes)", n);
     return p;
+}
+
+void *xgrow(void *p, int *cap, int need, size_t elem)
+{
+    if (need < 0)
+        IR_BUG("xgrow: negative count");
+#ifndef GC_MOVE_ON_GROW
+    if (need <= *cap)
+        return p;
+    int c = *cap > 8 ? *cap : 8;
+    while (c < need)
+        c = c > (1 << 29) ? need : 2 * c;
+    *cap = c;
+#else
+    if (need > *cap)
+        *cap = need;        /* exact size: the next growth moves again */
+#endif
+    return xrealloc(p, (size_t)*cap * elem);
 }
 
 char *xstrdup(const char *s)

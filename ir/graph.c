@@ -29,6 +29,8 @@ Graph *graph_new(const char *file)
     g->eps = 1e-8;
     g->weight_decay = 0.0;
     g->schedule_name = "";
+    g->t = store_reserve(sizeof *g->t, IR_MAX_TENSORS);
+    g->ops = store_reserve(sizeof *g->ops, IR_MAX_OPS);
     return g;
 }
 
@@ -45,8 +47,8 @@ void graph_free(Graph *g)
     for (int i = 0; i < g->ndims; i++)
         free(g->dims[i].name);
     free(g->dims);
-    free(g->t);
-    free(g->ops);
+    store_release(g->t, sizeof *g->t, IR_MAX_TENSORS);
+    store_release(g->ops, sizeof *g->ops, IR_MAX_OPS);
     free(g->params);
     free(g->inputs);
     free(g->sched);
@@ -58,13 +60,9 @@ int graph_add_tensor(Graph *g, const char *name, DType dt, int rank, const long 
 {
     if (rank < 0 || rank > IR_MAXRANK)
         IR_BUG("tensor %s: rank %d", name, rank);
-    long dims[IR_MAXRANK];       /* shape may point into g->t, which may move */
-    memcpy(dims, shape, sizeof(long) * (size_t)rank);
-    shape = dims;
-    if (g->nt == g->capt) {
-        g->capt = g->capt ? 2 * g->capt : 256;
-        g->t = xrealloc(g->t, (size_t)g->capt * sizeof *g->t);
-    }
+    if (g->nt >= IR_MAX_TENSORS)
+        IR_BUG("more than %d tensors (ir/build.c bounds the forward graph)", IR_MAX_TENSORS);
+    store_commit(g->t, sizeof *g->t, IR_MAX_TENSORS, &g->capt, g->nt + 1);
     Tensor *t = &g->t[g->nt];
     memset(t, 0, sizeof *t);
     t->id = g->nt;
@@ -101,10 +99,9 @@ int graph_add_op(Graph *g, OpKind kind, const char *name, const int *in, int nin
 {
     if (nin > IR_MAXIO || nout > IR_MAXIO)
         IR_BUG("op %s: %d inputs, %d outputs", name, nin, nout);
-    if (g->nops == g->capops) {
-        g->capops = g->capops ? 2 * g->capops : 256;
-        g->ops = xrealloc(g->ops, (size_t)g->capops * sizeof *g->ops);
-    }
+    if (g->nops >= IR_MAX_OPS)
+        IR_BUG("more than %d ops (ir/build.c bounds the forward graph)", IR_MAX_OPS);
+    store_commit(g->ops, sizeof *g->ops, IR_MAX_OPS, &g->capops, g->nops + 1);
     Op *op = &g->ops[g->nops];
     memset(op, 0, sizeof *op);
     op->id = g->nops;

@@ -2,6 +2,7 @@
  *
  * Sections by file:
  *   diag.c    located errors (file:line:col: error: …, source line, caret)
+ *   store.c   growth that never moves (the tensor and op arrays)
  *   graph.c   Graph construction: tensors, ops, names, views
  *   ops.c     the op table (from ops.def): shape rules, FLOPs, bytes moved
  *   build.c   AST -> IR: dims, configs, loops unrolled, shape inference
@@ -28,6 +29,9 @@ typedef struct Loc {
 
 /* Registers a source buffer so errors can print the offending line. */
 void diag_add_source(const char *file, const char *text, size_t len);
+/* The text of loc's line in its registered source (without the newline;
+ * *len gets its length), or NULL when the source or the line is unknown. */
+const char *diag_source_line(Loc loc, size_t *len);
 /* Prints "file:line:col: error: msg", the source line and a caret to stderr
  * and counts the error. Without a location it prints "gcompile: error: msg". */
 void diag_error(Loc loc, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
@@ -41,8 +45,31 @@ void ir_bug(const char *file, int line, const char *fmt, ...)
 void *xmalloc(size_t n);
 void *xcalloc(size_t n, size_t size);
 void *xrealloc(void *p, size_t n);
+/* Grows array p of *cap elements of elem bytes to hold need (doubling);
+ * returns it (it may move: see the growth rule below). Under GC_MOVE_ON_GROW
+ * it moves on every call that adds an element. */
+void *xgrow(void *p, int *cap, int need, size_t elem);
 char *xstrdup(const char *s);
 char *xasprintf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+/* ---------------------------------------------------------------- store.c */
+
+/* THE GROWTH RULE. g->t and g->ops never move: they live in a Store, address
+ * space reserved once for IR_MAX_TENSORS / IR_MAX_OPS elements, so a Tensor *
+ * or Op * stays valid across graph_add_tensor / graph_add_op (and any pass
+ * that calls them). Every other array that grows (a tensor's consumers,
+ * g->dims, g->params, g->inputs, g->sched, side tables of passes, AST lists)
+ * MOVES when it grows: across a call that can grow it, hold an index, never a
+ * pointer. Sanitizer builds (GC_SANITIZE) compile xrealloc to move on every
+ * call, so a pointer held across such a growth is a use-after-free that ASan
+ * reports on the first test that reaches it, not only at a capacity boundary. */
+#define IR_MAX_TENSORS (1 << 22)
+#define IR_MAX_OPS (1 << 22)
+/* Reserves address space for max elements of elem bytes (no memory yet). */
+void *store_reserve(size_t elem, size_t max);
+/* Makes elements [0, need) usable; *committed counts the usable ones. */
+void store_commit(void *base, size_t elem, size_t max, int *committed, int need);
+void store_release(void *base, size_t elem, size_t max);
 
 /* ---------------------------------------------------------------- ops.c (ops.def) */
 
@@ -75,7 +102,7 @@ typedef enum TensorKind {
     TK_WORKSPACE, TK_COMM
 } TensorKind;
 typedef enum Region { RG_PARAMS, RG_GRADS, RG_OPTSTATE, RG_ARENA, RG_COUNT } Region;
-typedef enum Phase { PH_FWD, PH_BWD, PH_OPT, PH_RECOMPUTE, PH_COMM } Phase;
+typedef enum Phase { PH_FWD, PH_BWD, PH_OPT, PH_RECOMPUTE, PH_COMM, PH_COUNT } Phase;
 typedef enum InitKind { INIT_NONE, INIT_ZEROS, INIT_ONES, INIT_NORMAL } InitKind;
 
 const char *dtype_name(DType);
@@ -139,8 +166,8 @@ typedef struct Graph {
     const char *file;       /* source .graph */
     const char *config;     /* selected config or "" */
     Dim *dims; int ndims;
-    Tensor *t; int nt, capt;
-    Op *ops; int nops, capops;
+    Tensor *t; int nt, capt;    /* never moves (store.c); capt: committed */
+    Op *ops; int nops, capops;  /* never moves (store.c); capops: committed */
     int *params; int nparams;   /* tensor ids, declaration order */
     int *inputs; int ninputs;   /* tensor ids, declaration order */
     int loss;                   /* tensor id of the minimised scalar, -1 */
@@ -184,6 +211,13 @@ void op_make_views(Graph *g, const Op *op);
 double op_flops(const Graph *g, const Op *op);
 /* Bytes read plus written by op (its inputs and outputs, views excluded). */
 double op_bytes(const Graph *g, const Op *op);
+/* Kernel launches of one execution of op on the CUDA target (the launch
+ * structure of runtime/cuda: 2 for a chunked column sum, the sort stages of
+ * embedding_bwd, …; 1 for an op the table does not know better; 0 for views).
+ * ws: the planned workspace bytes (the chunking depends on it). */
+int op_launches(const Graph *g, const Op *op, size_t ws);
+/* Launches and bytes moved (op_bytes) per step of the schedule, by phase. */
+void graph_step_traffic(const Graph *g, long launches[PH_COUNT], double bytes[PH_COUNT]);
 /* 1 when output 0 of op may take the storage of input i (the kernel is
  * written to allow out == in[i]); never for accumulating outputs. */
 int op_inplace_ok(const Graph *g, const Op *op, int i);

@@ -336,8 +336,117 @@ double op_bytes(const Graph *g, const Op *op)
     for (int i = 0; i < op->nin; i++)
         b += (double)T(i)->bytes;
     for (int i = 0; i < op->nout; i++)
-        b += (double)g->t[op->out[i]].bytes * ((op->acc >> i & 1) ? 2 : 1);
-    if (op->kind == OP_ADAMW)
+        if (op->out[i] >= 0)
+            b += (double)g->t[op->out[i]].bytes * ((op->acc >> i & 1) ? 2 : 1);
+    switch (op->kind) {
+    case OP_ADAMW:
         b += 3 * (double)T(0)->bytes;   /* p, m, v written back */
+        break;
+    case OP_EMBEDDING:                  /* only the rows the indices name */
+        b += (double)T(1)->numel * (double)T(0)->shape[1] * (double)dtype_size(T(0)->dtype) - (double)T(0)->bytes;
+        break;
+    case OP_EMBEDDING_BWD: {            /* cleared, then each named row read and written back */
+        const Tensor *d = &g->t[op->out[0]];
+        long rows = T(1)->numel < d->shape[0] ? T(1)->numel : d->shape[0];
+        b += 2.0 * (double)rows * (double)d->shape[1] * (double)dtype_size(d->dtype) -
+             (double)d->bytes * ((op->acc & 1) ? 1 : 0);
+        break;
+    }
+    case OP_LAYERNORM_BWD:              /* dw/db and dx are two kernels: dout and x read twice */
+        if (op->out[0] >= 0 && (op->out[1] >= 0 || op->out[2] >= 0))
+            b += (double)T(0)->bytes + (double)T(1)->bytes;
+        break;
+    default:
+        break;
+    }
     return b;
+}
+
+/* ---- launches ------------------------------------------------------------ */
+
+/* The two-pass column sum of kernels_cuda.cu (colsum): 2 launches when the
+ * rows are split into chunks (workspace permitting), else 1. */
+static int colsum_launches(long rows, long cols, int nout, size_t ws)
+{
+    if (cols <= 0)
+        return 0;
+    if (rows <= 0)
+        return nout;
+    long nchunks = (rows + 127) / 128;
+    if (nchunks > 1024)
+        nchunks = 1024;
+    long fit = (long)(ws / ((size_t)nout * (size_t)cols * sizeof(float)));
+    if (nchunks > fit)
+        nchunks = fit;
+    if (nchunks > 65535)
+        nchunks = 65535;
+    if (nchunks <= 1)
+        return 1;
+    long chunk = (rows + nchunks - 1) / nchunks;
+    return (rows + chunk - 1) / chunk > 1 ? 2 : 1;
+}
+
+/* embedding_bwd of kernels_cuda.cu: clear, keys, bitonic sort, runs */
+static int embedding_bwd_launches(long n, int acc, size_t ws)
+{
+    int l = !(acc & 1);
+    if (n <= 0)
+        return l;
+    long npad = 2;
+    while (npad < n)
+        npad <<= 1;
+    if ((size_t)npad * 8 > ws)
+        return l + 1;                   /* the O(n^2) fallback */
+    long tile = npad < 2048 ? npad : 2048;
+    l += 2 + 1;                         /* keys, the first shared stage, the runs */
+    for (long k = 2 * tile; k <= npad; k <<= 1) {
+        for (long j = k >> 1; j >= tile; j >>= 1)
+            l++;
+        l++;
+    }
+    return l;
+}
+
+int op_launches(const Graph *g, const Op *op, size_t ws)
+{
+    const Tensor *in0 = op->nin ? T(0) : NULL;
+    switch (op_info[op->kind].cls) {
+    case OPC_VIEW: return 0;
+    case OPC_EW: return 1;
+    default: break;
+    }
+    switch (op->kind) {
+    case OP_CROSS_ENTROPY: return 2;    /* per-block partial sums, final sum */
+    case OP_REDUCE_ROWS: {
+        long cols = g->t[op->out[0]].numel;
+        return colsum_launches(in0->numel / (cols ? cols : 1), cols, 1, ws);
+    }
+    case OP_LAYERNORM_BWD: {
+        const Tensor *x = T(1);
+        long C = x->rank ? x->shape[x->rank - 1] : 1, N = x->numel / (C ? C : 1);
+        int nout = (op->out[1] >= 0) + (op->out[2] >= 0);
+        return (op->out[0] >= 0) + (nout ? colsum_launches(N, C, 2, ws) : 0);
+    }
+    case OP_EMBEDDING_BWD:
+        return embedding_bwd_launches(T(1)->numel, op->acc, ws);
+    default:
+        return 1;
+    }
+}
+
+void graph_step_traffic(const Graph *g, long launches[PH_COUNT], double bytes[PH_COUNT])
+{
+    size_t ws = 0;
+    for (int t = 0; t < g->nt; t++)
+        if (g->t[t].kind == TK_WORKSPACE)
+            ws += g->t[t].bytes;
+    for (int p = 0; p < PH_COUNT; p++) {
+        launches[p] = 0;
+        bytes[p] = 0;
+    }
+    for (int k = 0; k < g->nsched; k++) {
+        const Op *op = &g->ops[g->sched[k]];
+        launches[op->phase] += op_launches(g, op, ws);
+        bytes[op->phase] += op_bytes(g, op);
+    }
 }

@@ -445,7 +445,7 @@ void pass_autodiff(Graph *g)
     double one[4] = {1.0};
     emit1(&ad, OP_FILL, NULL, 0, g->loss, one, "seed");
     for (int o = nfwd - 1; o >= 0; o--) {
-        const Op op = g->ops[o];       /* a copy: adding ops may move g->ops */
+        const Op op = g->ops[o];       /* g->ops never moves (ir.h); a copy all the same */
         if (op_info[op.kind].cls == OPC_VIEW)
             continue;
         int dy = ad.needs[op.out[0]] ? grad_read(&ad, op.out[0]) : -1;

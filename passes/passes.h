@@ -12,6 +12,14 @@
  *  - adamw updates its inputs p, m, v in place (no outputs).
  *  - Ops marked dead (fused away) are never scheduled; everything that walks
  *    g->ops rather than the schedule skips them.
+ *  - The growth rule (ir/ir.h, store.c): g->t and g->ops NEVER move, so a
+ *    Tensor * or Op * may be held across graph_add_tensor / graph_add_op.
+ *    Everything else that grows MOVES (a tensor's consumers, g->params,
+ *    g->inputs, g->dims, g->sched, a pass's side tables sized by g->nt):
+ *    across a call that can grow one of those, hold an index, not a pointer,
+ *    and size side tables by g->nt after the last tensor was added (or grow
+ *    them). Sanitizer builds move on every xrealloc/xgrow, so a breach is an
+ *    ASan use-after-free in the test that reaches it.
  */
 #ifndef GC_PASSES_H
 #define GC_PASSES_H

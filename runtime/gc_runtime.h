@@ -189,6 +189,10 @@ typedef struct gc_program {
     const double *prof_flops;     /* flops per step */
     /* runs the ops of the given phases (GC_PHASE_* mask) in schedule order */
     void (*run)(gc_ctx *ctx, int phases);
+    /* hash of the plan's params and optstate layout: a training state
+     * (--ckpt-dir) written by one program resumes only in a program with
+     * the same hash */
+    unsigned long long state_hash;
     /* gradient accumulation: a step is micro_batches runs of fwd+bwd on B
      * rows each (B is the micro-batch), the optimizer with the last one;
      * 0 or 1: one run */

@@ -1,5 +1,6 @@
 /* gc_runtime_internal.h — private to the program harness around the step
- * (train_main.c, data.c, corpus.c, rng.c) and to the CPU kernels (kernels_cpu.c,
+ * (train_main.c and its rooms flags.c, progress.c, ckpt.c, sample.c,
+ * gradcheck.c, data.c, corpus.c, rng.c) and to the CPU kernels (kernels_cpu.c,
  * gemm_cpu.c). Nothing here is seen by emitted
  * code; names carry the prefix gcrt_ so they never collide with the kernels.
  *
@@ -11,6 +12,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #include "gc_runtime.h"
 
@@ -79,6 +81,8 @@ int gcrt_ckpt_load(float *params, const gc_program *prog, const char *path,
  * is left behind (neither path.tmp nor a partial path). */
 int gcrt_ckpt_save(const char *path, const gc_program *prog, const float *params,
                    char *err, size_t errlen);
+/* The version-3 header of prog's model file (GCRT_HEADER_BYTES bytes). */
+void gcrt_ckpt_header(unsigned char *h, const gc_program *prog);
 /* Checks early that path.tmp can be created (then removes it), so a bad
  * --save path fails before training rather than after. */
 int gcrt_ckpt_probe(const char *path, char *err, size_t errlen);
@@ -86,5 +90,150 @@ int gcrt_ckpt_probe(const char *path, char *err, size_t errlen);
 /* ---------------------------------------------------------------- corpus.c */
 /* The built-in training text: plain ASCII prose, about 30 KB, assembled once. */
 const char *gcrt_corpus(size_t *len);
+
+/* ---------------------------------------------------------------- state.c: training-state files */
+/* docs/checkpoints.md describes the format. Header slots (uint64, LE): */
+enum {
+    GCRT_ST_MAGIC, GCRT_ST_VERSION, GCRT_ST_HEADER_BYTES, GCRT_ST_STEP, GCRT_ST_HASH,
+    GCRT_ST_DIMS,                       /* 8 slots: B T maxT V Vp L NH C */
+    GCRT_ST_NPARAM = GCRT_ST_DIMS + 8, GCRT_ST_OPTSTATE_BYTES, GCRT_ST_PARAMS_SUM, GCRT_ST_SEED,
+    GCRT_ST_DATA_EPOCH, GCRT_ST_DATA_POS,
+    GCRT_ST_DATA_RNG,                   /* 4 slots: xoshiro256** state */
+    GCRT_ST_SKIPPED = GCRT_ST_DATA_RNG + 4, GCRT_ST_PAYLOAD_SUM,
+    GCRT_ST_HEADER_SUM = 127            /* checksum of slots 0..126 */
+};
+#define GCRT_STATE_MAGIC 0x3145544154534347ull   /* "GCSTATE1" */
+#define GCRT_STATE_VERSION 1
+
+typedef struct {
+    long long step;                /* steps completed */
+    unsigned long long hash;       /* gc_program.state_hash of the writer */
+    long dims[8];                  /* B T maxT V Vp L NH C */
+    long nparam_elems;
+    size_t optstate_bytes;
+    uint64_t params_sum;           /* gcrt_checksum of the model file's fp32 params */
+    uint64_t seed;
+    long long data_epoch, data_pos;
+    uint64_t data_rng[4];
+    long long skipped;             /* steps skipped as non-finite so far */
+    const unsigned char *optstate; /* parse: points into the buffer parsed */
+} gcrt_state;
+
+/* A 64-bit checksum of n bytes, continuing from h (start with 0). */
+uint64_t gcrt_checksum(uint64_t h, const void *p, size_t n);
+/* s with prog's hash, dims and sizes; everything else zero. */
+void gcrt_state_init(gcrt_state *s, const gc_program *prog);
+/* The 1024-byte header of s, whose payload is optstate (s->optstate_bytes). */
+void gcrt_state_header(unsigned char *h, const gcrt_state *s, const void *optstate);
+/* Parses a whole state file held in buf[0..len): 0, or -1 with "NAME:
+ * offset N: why" in err. Checks the format only (magic, version, checksums,
+ * sizes), not that the state suits a program. s->optstate points into buf. */
+int gcrt_state_parse(const void *buf, size_t len, const char *name, gcrt_state *s, char *err, size_t errlen);
+/* Does a parsed state suit prog (dims, parameter count, plan hash, sizes)? */
+int gcrt_state_check(const gcrt_state *s, const gc_program *prog, const char *name, char *err, size_t errlen);
+/* Reads path into a malloc'd *buf and parses it (the caller frees *buf). */
+int gcrt_state_read(const char *path, void **buf, gcrt_state *s, char *err, size_t errlen);
+
+/* ---------------------------------------------------------------- flags.c */
+#ifndef GC_RUNTIME_VERSION
+#define GC_RUNTIME_VERSION "0.1.0"
+#endif
+enum { GCRT_DEFAULT_VAL_BATCHES = 8 };
+
+/* Everything the command line sets. */
+typedef struct {
+    const char *data, *val_data, *init, *save, *log;
+    long steps, val_every, val_batches, threads, sample, gradcheck;
+    const char *ckpt_dir, *resume;   /* --ckpt-dir, --resume */
+    long save_every, keep;
+    int profile;
+    unsigned long long seed;
+    float lr, beta1, beta2, eps, wd;
+    double gc_tol, gc_h;
+} gcrt_options;
+
+enum { GCRT_PARSE_RUN = -1, GCRT_PARSE_EXIT_OK = 0, GCRT_PARSE_EXIT_ERR = 1 };
+
+/* Fills o from argv (defaults from p). Returns GCRT_PARSE_RUN, or an exit
+ * status after --help, --version or an error. */
+int gcrt_parse_flags(gcrt_options *o, int argc, char **argv, const gc_program *p);
+/* Prints "error: <message>" on stderr; returns the exit status 1. */
+int gcrt_errorf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+/* ---------------------------------------------------------------- train_main.c: the run */
+/* One run of a program: what gc_main sets up and every room reads. */
+typedef struct {
+    const gc_program *prog;
+    gcrt_options o;
+    long BT;
+    gc_ctx ctx;
+    float *params;                 /* host copy of the params region */
+    int32_t *inputs, *targets;     /* host batch, B*T each */
+    gcrt_shard train, val;
+    int have_val;
+    FILE *log;
+    double *prof;                  /* --profile: seconds per category over steps 2.. */
+    long first_step;               /* 1, or the step after the checkpoint resumed */
+    long last_ckpt;                /* step of the newest checkpoint in --ckpt-dir, 0: none */
+    long long skipped;             /* steps skipped as non-finite */
+    void *resume_buf;              /* the state file resumed from (freed at the end) */
+    const unsigned char *resume_optstate;  /* its optimizer state, uploaded once */
+} gcrt_run;
+
+/* Micro-batches per step (gc_program.micro_batches, at least 1). */
+int gcrt_micro_batches(const gc_program *p);
+/* The host batch's first micro-batch (all of it when there is one) into the
+ * arena's tokens and targets. */
+void gcrt_upload_batch(gcrt_run *st);
+/* The given phases on the host batch: one run per micro-batch, each on its
+ * rows, the optimizer only with the last; returns the mean loss. */
+float gcrt_run_step(gcrt_run *st, int phases);
+/* Waits for the device and returns the loss the step left in the arena. */
+float gcrt_read_loss(gcrt_run *st);
+/* Next batch of sh, then the given phases (GC_PHASE_*); returns the loss. */
+float gcrt_run_batch(gcrt_run *st, gcrt_shard *sh, int phases);
+
+/* ---------------------------------------------------------------- progress.c */
+double gcrt_now_ms(void);                     /* monotonic clock */
+size_t gcrt_total_region_bytes(const gc_program *p);
+/* Program, dims, parameters, plan, memory and device, before the run. */
+void gcrt_print_header(const gc_program *p);
+/* The progress line of one step and its JSONL record (val: NAN when none). */
+void gcrt_report_step(gcrt_run *st, long step, float loss, double ms, double val);
+/* The --profile table: categories by time, largest first. */
+void gcrt_print_profile(const gcrt_run *st, long nsteps, double step_ms);
+
+/* ---------------------------------------------------------------- loader.c */
+/* Opens --data (or the built-in corpus) and --val-data; 0 or exit status 1. */
+int gcrt_data_open(gcrt_run *st);
+/* The next training batch into st->inputs and st->targets. */
+void gcrt_data_next(gcrt_run *st);
+/* Where the training stream stands, into s (data_epoch, data_pos, data_rng). */
+void gcrt_data_position(const gcrt_run *st, gcrt_state *s);
+/* Continues the stream from a checkpoint's position; 0 or exit status 1. */
+int gcrt_data_seek(gcrt_run *st, const gcrt_state *s);
+
+/* ---------------------------------------------------------------- ckpt.c */
+/* --ckpt-dir: creates DIR (one level) if needed and checks that it is
+ * writable; 0 or exit status 1. */
+int gcrt_ckpt_dir_open(const char *dir);
+/* Writes the checkpoint of `step` (model + state, atomically) into
+ * --ckpt-dir and applies --keep; 0 or exit status 1 (the previous
+ * checkpoint is then intact, and the message says so). */
+int gcrt_ckpt_write(gcrt_run *st, long step);
+/* --resume DIR: loads the newest checkpoint into st (params on the host,
+ * resume_optstate, first_step, data position); *found = 0 when DIR has
+ * none. 0 or exit status 1. */
+int gcrt_ckpt_resume(gcrt_run *st, int *found);
+/* --save: the trained parameters as an llm.c model file; 0 or exit status 1. */
+int gcrt_save_final(gcrt_run *st);
+
+/* ---------------------------------------------------------------- sample.c */
+/* --sample N: prints N tokens generated from batch row 0; 0 or exit status 1. */
+int gcrt_sample(gcrt_run *st);
+
+/* ---------------------------------------------------------------- gradcheck.c */
+/* --gradcheck N: analytic vs finite-difference gradients; the exit status. */
+int gcrt_gradcheck(gcrt_run *st);
 
 #endif

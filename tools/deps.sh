@@ -2,7 +2,8 @@
 # Installs the Debian packages gcompile needs, when missing (run as root).
 set -eu
 need=""
-for p in build-essential cmake flex bison pkg-config libjansson-dev libopenblas-dev libopenmpi-dev openmpi-bin; do
+for p in build-essential cmake flex bison pkg-config libjansson-dev libopenblas-dev libopenmpi-dev openmpi-bin \
+         chromium; do   # chromium: the plan explorer tests (tests/explorer)
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || need="$need $p"
 done
 if [ -n "$need" ]; then

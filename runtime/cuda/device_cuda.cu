@@ -52,6 +52,19 @@ int gc_device_init(char *err, size_t errlen)
 
 const char *gc_device_name(void) { return dev_name; }
 
+int gc_cuda_cc_major(void)
+{
+    if (dev_ready)
+        return dev_major;
+    int d = 0, major = 0;   /* kernels used before gc_device_init (tests): the current device */
+    if (cudaGetDevice(&d) != cudaSuccess ||
+        cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, d) != cudaSuccess) {
+        (void)cudaGetLastError();
+        return 0;
+    }
+    return major;
+}
+
 size_t gc_device_free_bytes(void)
 {
     size_t free_b = 0, total = 0;

@@ -49,7 +49,7 @@ void gc_cuda_set_workspace(void *p, size_t bytes)
 }
 
 void gc_cuda_set_tf32(int on) { gc_use_tf32 = on != 0; }
-int gc_cuda_tf32(void) { return gc_use_tf32; }
+int gc_cuda_tf32(void) { return gc_use_tf32 && gc_cuda_cc_major() >= 8; }
 
 void gc_cuda_read_error(gc_cuda_error *e)
 {
@@ -338,7 +338,7 @@ static void matmul(void *c, cudaDataType_t tc, const void *a, const void *b, cud
     key.K = K;
     key.ta = ta != 0;
     key.tb = tb != 0;
-    key.tf32 = gc_use_tf32;
+    key.tf32 = tab == CUDA_R_32F && gc_cuda_tf32();
     key.tab = tab;
     key.tc = tc;
     key.ws = gc_ws_bytes;

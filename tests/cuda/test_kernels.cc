@@ -195,6 +195,77 @@ static void set_ws(size_t bytes)
 
 /* ---------------------------------------------------------------- matmul */
 
+/* TF32 (the emulator's cuBLASLt rounds fp32 operands to TF32 as the tensor
+ * cores do): every element within the stated bound of the CPU's fp32,
+ * (2^-10 + K 2^-24) sum_k |a_ik b_kj| (gc_cuda.h), and some elements not
+ * equal to fp32's, so the rounding is really there. bf16 matmuls ignore the
+ * flag (same bits as with it off). */
+static void test_matmul_tf32()
+{
+    const long M = 33, N = 17, K = 300;
+    Vec a = rand_vec(M * K), b = rand_vec(K * N), want(M * N), abs_sum(M * N, 0.0f);
+    cpu_matmul(want.data(), a.data(), b.data(), 1, M, N, K, 0, 0, 0);
+    for (long i = 0; i < M; i++)
+        for (long j = 0; j < N; j++)
+            for (long k = 0; k < K; k++)
+                abs_sum[i * N + j] += fabsf(a[i * K + k] * b[k * N + j]);
+    auto run = [&](int tf32) {
+        gc_cuda_set_tf32(tf32);
+        Vec got = run_gpu("matmul tf32", [&] {
+            Dev d;
+            float *dc = d.up(Vec(M * N, 0.0f));
+            gc_matmul(dc, d.up(a), d.up(b), 1, M, N, K, 0, 0, 0);
+            return down(dc, M * N);
+        });
+        gc_cuda_set_tf32(0);
+        return got;
+    };
+    checks++;
+    if (!(gc_cuda_set_tf32(1), gc_cuda_tf32())) {
+        printf("FAIL matmul tf32: not on for an sm_%d device\n", gc_cuda_cc_major() * 10);
+        failures++;
+    }
+    Vec t = run(1), f = run(0);
+    long differ = 0;
+    double worst = 0;
+    for (long i = 0; i < M * N; i++) {
+        double bound_tf32 = (0x1p-10 + K * 0x1p-24) * abs_sum[i], bound_f32 = K * 0x1p-24 * abs_sum[i];
+        differ += t[i] != f[i];
+        worst = fmax(worst, fabs(t[i] - want[i]) / bound_tf32);
+        if (!(fabs(t[i] - want[i]) <= bound_tf32) || !(fabs(f[i] - want[i]) <= bound_f32)) {
+            printf("FAIL matmul tf32: [%ld] tf32 %.9g fp32 %.9g want %.9g (bounds %.3g, %.3g)\n", i, t[i], f[i],
+                   want[i], bound_tf32, bound_f32);
+            failures++;
+            break;
+        }
+    }
+    checks++;
+    if (differ < M * N / 2) {
+        printf("FAIL matmul tf32: only %ld of %ld elements differ from fp32 (no TF32 rounding?)\n", differ, M * N);
+        failures++;
+    }
+    printf("matmul tf32: %ld of %ld elements differ from fp32, worst error %.2f of the bound\n", differ, M * N,
+           worst);
+    /* bf16 operands: the flag changes nothing */
+    Vec bt[2];
+    for (int tf32 = 0; tf32 < 2; tf32++) {
+        gc_cuda_set_tf32(tf32);
+        bt[tf32] = run_gpu("matmul bf16 tf32 flag", [&] {
+            Dev d;
+            std::vector<gc_bf16> ha(M * K), hb(K * N);
+            for (long i = 0; i < M * K; i++)
+                ha[i] = __float2bfloat16(a[i]);
+            for (long i = 0; i < K * N; i++)
+                hb[i] = __float2bfloat16(b[i]);
+            float *dc = d.up(Vec(M * N, 0.0f));
+            gc_matmul_bf16_f32(dc, d.up(ha), d.up(hb), 1, M, N, K, 0, 0, 0);
+            return down(dc, M * N);
+        });
+    }
+    gc_cuda_set_tf32(0);
+    same_bits("matmul bf16 ignores tf32", bt[0], bt[1]);
+}
+
 static void test_matmul()
 {
     struct { long batch, M, N, K; } shapes[] = {
@@ -220,18 +291,7 @@ static void test_matmul()
                         });
                         close(name, got, want);
                     }
-    /* TF32 on: only the flag travels (the emulator computes in fp32) */
-    gc_cuda_set_tf32(1);
-    Vec a = rand_vec(6 * 5), b = rand_vec(5 * 7), want(6 * 7);
-    cpu_matmul(want.data(), a.data(), b.data(), 1, 6, 7, 5, 0, 0, 0);
-    Vec got = run_gpu("matmul tf32", [&] {
-        Dev d;
-        float *dc = d.up(Vec(42, 0.0f));
-        gc_matmul(dc, d.up(a), d.up(b), 1, 6, 7, 5, 0, 0, 0);
-        return down(dc, 42);
-    });
-    close("matmul tf32", got, want, 1e-2f);
-    gc_cuda_set_tf32(0);
+    test_matmul_tf32();
     /* the BIAS epilogue (fusion of matmul + bias add), fp32 and bf16 */
     struct { long M, N, K; int ta, tb; } bs[] = {{1, 1, 1, 0, 0}, {33, 17, 65, 0, 1}, {64, 48, 32, 1, 0}, {5, 40, 7, 1, 1}};
     for (auto s : bs) {

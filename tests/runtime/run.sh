@@ -47,7 +47,7 @@ t_help() {
     run_ok "$FAKE" --help
     for f in --data --val-data --val-every --val-batches --init --save --steps --lr --beta1 \
              --beta2 --eps --weight-decay --seed --log --threads --sample --gradcheck \
-             --gradcheck-tol --gradcheck-h --help --version; do
+             --gradcheck-tol --gradcheck-h --ckpt-dir --save-every --keep --resume --help --version; do
         grep -q -- "^  $f" out.txt || fail "--help does not list $f"
     done
     grep -q 'training steps (default 20)' out.txt || fail "--help lacks the --steps default"
@@ -76,6 +76,8 @@ t_bad_flags() {
     expect_err "--val-batches: bad value '0'" "$FAKE" --val-batches 0
     expect_err "unexpected argument 'extra'" "$FAKE" --steps 1 extra
     expect_err "--val-every needs --val-data" "$FAKE" --val-every 5
+    expect_err "--save-every needs --ckpt-dir" "$FAKE" --save-every 5
+    expect_err "--keep: bad value '0'" "$FAKE" --keep 0
     expect_err "cannot open log" "$FAKE" --steps 1 --log "$W/nodir/x.jsonl"
     expect_err "step 2: loss is nan" "$FAKE" --steps 5 --lr 1e30
 }
