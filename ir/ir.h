@@ -216,7 +216,8 @@ double op_bytes(const Graph *g, const Op *op);
  * embedding_bwd, …; 1 for an op the table does not know better; 0 for views).
  * ws: the planned workspace bytes (the chunking depends on it). */
 int op_launches(const Graph *g, const Op *op, size_t ws);
-/* Launches and bytes moved (op_bytes) per step of the schedule, by phase. */
+/* Launches and bytes moved (op_bytes) per step of the schedule, by phase
+ * (the fwd, bwd and recompute ops once per micro-batch). */
 void graph_step_traffic(const Graph *g, long launches[PH_COUNT], double bytes[PH_COUNT]);
 /* 1 when output 0 of op may take the storage of input i (the kernel is
  * written to allow out == in[i]); never for accumulating outputs. */

@@ -446,7 +446,8 @@ void graph_step_traffic(const Graph *g, long launches[PH_COUNT], double bytes[PH
     }
     for (int k = 0; k < g->nsched; k++) {
         const Op *op = &g->ops[g->sched[k]];
-        launches[op->phase] += op_launches(g, op, ws);
-        bytes[op->phase] += op_bytes(g, op);
+        int runs = op->phase == PH_OPT || g->micro_batches <= 1 ? 1 : g->micro_batches;   /* per micro-batch */
+        launches[op->phase] += runs * op_launches(g, op, ws);
+        bytes[op->phase] += runs * op_bytes(g, op);
     }
 }

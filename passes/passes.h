@@ -74,6 +74,41 @@ int graph_layers(const Graph *g);
  * normalisation, softmax, permute) or a batched (attention) matmul. */
 int rc_cheap(const Graph *g, const Op *op);
 
+/* ---------------------------------------------------------------- costs.c */
+/* A device the cost model predicts for (--device NAME). */
+typedef struct DeviceProfile {
+    const char *name;        /* "a100-80g" */
+    const char *desc;
+    double mm_flops[2];      /* matmul peak FLOP/s: [0] fp32, [1] bf16 operands */
+    double tf32_flops;       /* fp32 matmuls on TF32 tensor cores (the CUDA target's default) */
+    double ew_flops;         /* peak FLOP/s of everything else */
+    double bandwidth;        /* memory bytes/s */
+    double mem_bytes;        /* device memory */
+    double reserve_bytes;    /* held back when --device implies --mem */
+    double launch_s;         /* fixed seconds per kernel */
+    double mm_eff;           /* a large matmul's fraction of the peak */
+    double mm_half;          /* a matmul dimension of this size halves the efficiency */
+} DeviceProfile;
+/* The profile called name (see device_profile_names), NULL when unknown. */
+const DeviceProfile *device_profile(const char *name);
+const char *device_profile_names(void);
+/* Memory a plan may use on d: its memory less the reserve. */
+double device_mem_budget(const DeviceProfile *d);
+/* Predicted seconds of one execution of op on d: max(FLOPs / (peak * eff),
+ * bytes / bandwidth) + launch; eff falls with small matmul dimensions. */
+double op_cost(const Graph *g, const Op *op, const DeviceProfile *d);
+typedef struct StepCost {
+    double seconds;          /* predicted step time */
+    double flops;            /* model FLOPs per step (micro-batches included) */
+    double recompute_flops;  /* FLOPs of the recompute ops per step */
+    double peak_flops;       /* the matmul peak MFU is measured against */
+    double mfu;              /* flops / seconds / peak_flops */
+} StepCost;
+/* The predicted step of the scheduled graph g on d (fwd, bwd and recompute
+ * ops once per micro-batch); per_op[op id] (may be NULL) gets each op's cost.
+ * An analysis: changes nothing. Needs pass_schedule. */
+StepCost fill_costs(const Graph *g, const DeviceProfile *d, double *per_op);
+
 /* ---------------------------------------------------------------- workspace.c */
 /* Adds the runtime scratch the target needs as a planned arena tensor named
  * "runtime.workspace" (live for the whole step): the CUDA target's cuBLASLt

@@ -38,7 +38,7 @@ grep -q ' fwd matmul_bias ' prof.out || { cat prof.out; fail "no matmul_bias row
 echo "profile ok"
 # Launches per step: what the emulator launched in 3 steps minus in 2 steps
 # equals the compiler's kernel_launches_per_step (ir/ops.c op_launches).
-want=$("$gc" "$graph" --config tiny --target cuda --precision "$prec" --emit summary | sed -n 's/^kernel_launches_per_step: //p')
+want=$("$gc" "$graph" --config tiny --target cuda --precision "$prec" $flags --emit summary | sed -n 's/^kernel_launches_per_step: //p')
 count() { GCEMU_COUNTS=1 ./train_emu --steps "$1" --seed 1 2>&1 >/dev/null | sed -n 's/^gcemu: launches \([0-9]*\).*/\1/p'; }
 n2=$(count 2) n3=$(count 3)
 [ -n "$want" ] && [ -n "$n2" ] && [ -n "$n3" ] || fail "launch counts missing (compiler '$want', emulator '$n2' '$n3')"

@@ -1,7 +1,7 @@
 #!/bin/sh
 # End-to-end: compile models/gpt2.graph (tiny) for the CPU and train.
 # usage: train.sh GCOMPILE GRAPH WORKDIR CHECK
-#   CHECK: falling | rerun | noreuse | poison | schedules | gradcheck | ckpt | badfiles | profile | micro | recompute
+#   CHECK: falling | rerun | noreuse | poison | schedules | gradcheck | ckpt | badfiles | profile | micro | recompute | budget
 set -u
 gc=$1 graph=$2 dir=$3 check=$4
 mkdir -p "$dir"
@@ -164,6 +164,31 @@ recompute) # recomputation: bit-identical losses in every mode, also poisoned an
     losses t_k2 --steps 8 >k2.txt
     losses t_mix --steps 8 >mix.txt
     cmp -s k2.txt mix.txt || { paste k2.txt mix.txt; fail "--recompute full with 2 micro-batches differs"; }
+    ;;
+budget)    # --mem: the search picks micro-batches and recompute that fit (planned and checked), least predicted time
+    strat() { "$gc" "$graph" --config tiny --target cpu "$@" --emit plan-text | sed -n 's/^strategy: //p'; }
+    s=$(strat --mem 10MiB); echo "10MiB: $s"
+    case $s in *"1 micro-batch | no recompute"*) ;; *) fail "10MiB: expected the plain plan" ;; esac
+    s=$(strat --mem 3400000); echo "3400000: $s"
+    case $s in *"| recompute "*) ;; *) fail "3400000: expected recomputation" ;; esac
+    s=$(strat --mem 2600000); echo "2600000: $s"
+    case $s in *"4 micro-batches"*) ;; *) fail "2600000: expected 4 micro-batches" ;; esac
+    s=$(strat --device h100); echo "--device h100: $s"
+    case $s in *"budget 78.50 GiB"*"on h100"*) ;; *) fail "--device h100 should imply --mem 78.50 GiB" ;; esac
+    # nothing fits: exit 1 with the smallest budget, and compiling at that budget succeeds
+    "$gc" "$graph" --config tiny --target cpu --mem 1MiB --emit plan-text >out.txt 2>err.txt && fail "1MiB accepted"
+    cat err.txt
+    grep -q "the largest part is optimizer state" err.txt || fail "1MiB: no dominating part"
+    n=$(sed -n 's/.*; --mem \([0-9]*\) compiles.*/\1/p' err.txt)
+    [ -n "$n" ] || fail "1MiB: no smallest budget"
+    s=$(strat --mem "$n") || fail "--mem $n (the smallest budget) does not compile"
+    echo "--mem $n: $s"
+    # the chosen recomputing plan trains bit-identically to the plain one
+    compile t_plain --recompute none
+    compile t_budget --mem 3400000
+    losses t_plain --steps 4 >a.txt
+    losses t_budget --steps 4 >b.txt
+    cmp -s a.txt b.txt || { paste a.txt b.txt; fail "the searched plan's losses differ"; }
     ;;
 *) fail "unknown check $check" ;;
 esac
