@@ -18,6 +18,14 @@
 #include <jansson.h>
 #include "ir.h"
 
+/* Device memory a CUDA program needs beyond its plan: the CUDA context, the
+ * kernel images, the cuBLASLt handle and the kernels it loads lazily at the
+ * first matmul. Stated, not measured here: the --mem check adds it to the
+ * plan, the emitted program adds it to the plan before it compares with the
+ * device's free memory, and prints what it measures after its first step
+ * (cudaMemGetInfo); tests/gpu/run.sh records that on the first GPU lent. */
+#define GC_CUDA_RESERVE_BYTES ((size_t)768 << 20)
+
 typedef struct EmitOptions {
     const char *target;      /* "cpu" | "cuda" */
     const char *precision;   /* "fp32" | "bf16" */

@@ -33,6 +33,13 @@ static json_t *fusion_json(const Graph *g)
             }
         }
     }
+    for (int o = 0; o < g->nops; o++)    /* fused kinds that took a removed op's slot (fuse_attention.c) */
+        if (!g->ops[o].dead && !fused[o] && (g->ops[o].kind == OP_ATTENTION || g->ops[o].kind == OP_ATTENTION_BWD ||
+                                             g->ops[o].kind == OP_CLASSIFIER)) {
+            fused[o] = 1;
+            count[g->ops[o].kind]++;
+            nfused++;
+        }
     for (int i = 0; i < g->nt; i++) {
         const Tensor *t = &g->t[i];
         if ((t->kind == TK_ACTIVATION || t->kind == TK_ACTGRAD) && t->view_of < 0 &&
@@ -45,8 +52,9 @@ static json_t *fusion_json(const Graph *g)
     for (int k = 0; k < OP_COUNT; k++)
         if (count[k]) {
             json_object_set_new(kinds, op_info[k].name, json_integer(count[k]));
-            len += (size_t)snprintf(summary + len, len < sizeof summary ? sizeof summary - len : 0,
-                                    "%s%s x%d", len ? ", " : "", op_info[k].name, count[k]);
+            if (len < sizeof summary)
+                len += (size_t)snprintf(summary + len, sizeof summary - len, "%s%s x%d",
+                                        len ? ", " : "", op_info[k].name, count[k]);
         }
     char line[640];
     if (nfused)

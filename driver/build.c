@@ -51,17 +51,42 @@ static const char *runtime_lib(void)
     return d && *d ? d : GC_RUNTIME_LIB;
 }
 
+#ifndef GC_PROGRAM_CFLAGS
+#define GC_PROGRAM_CFLAGS ""   /* sanitizer builds: the runtime's -fsanitize flags (CMakeLists.txt) */
+#endif
+
+/* Appends the space-separated words of s to argv (a copy in *buf). */
+static int add_words(char **argv, int n, int max, const char *s, char **buf)
+{
+    *buf = xstrdup(s);
+    for (char *w = strtok(*buf, " \t"); w && n < max; w = strtok(NULL, " \t"))
+        argv[n++] = w;
+    return n;
+}
+
+/* cc on the program and the runtime; the flags the runtime was built with
+ * (GC_PROGRAM_CFLAGS: a sanitizer build's programs are sanitized too), then
+ * $GCOMPILE_CFLAGS (e.g. -fsanitize=thread). */
 static int build_cpu(const char *src, const char *exe, const DriverOptions *o)
 {
     char *inc = xasprintf("-I%s", runtime_dir());
     char *cbl = xasprintf("-I%s", GC_CBLAS_INCLUDE);
-    char *cc = xstrdup(o->cc);
-    char *argv[] = {cc, "-std=c11", "-O3", "-march=native", "-fopenmp", "-w", inc, cbl, "-o", (char *)exe,
-                    (char *)src, (char *)runtime_lib(), GC_OPENBLAS_LIB, "-lm", NULL};
+    char *cc = xstrdup(o->cc), *w1, *w2;
+    const char *env = getenv("GCOMPILE_CFLAGS");
+    char *argv[96] = {cc, "-std=c11", "-O3", "-march=native", "-fopenmp", "-w", inc, cbl};
+    int n = 8;
+    n = add_words(argv, n, 40, GC_PROGRAM_CFLAGS, &w1);
+    n = add_words(argv, n, 80, env ? env : "", &w2);
+    const char *rest[] = {"-o", exe, src, runtime_lib(), GC_OPENBLAS_LIB, "-lm", NULL};
+    for (int i = 0; rest[i]; i++)
+        argv[n++] = (char *)rest[i];
+    argv[n] = NULL;
     int rc = run_command(argv, o->verbose);
     free(inc);
     free(cbl);
     free(cc);
+    free(w1);
+    free(w2);
     return rc;
 }
 
@@ -71,7 +96,9 @@ static const char *runtime_host_lib(void)
     return d && *d ? d : GC_RUNTIME_HOST_LIB;
 }
 
-/* nvcc for every architecture of --gpu-arch, with the CUDA runtime sources */
+/* nvcc for every architecture of --gpu-arch (SASS), plus PTX of the last one
+ * so that a newer GPU JIT-compiles it instead of failing with "no kernel
+ * image"; nvcc's warnings are shown (tests/cudabuild keeps them at zero). */
 static int build_cuda(const char *src, const char *exe, const DriverOptions *o)
 {
     char *argv[64];
@@ -82,12 +109,17 @@ static int build_cuda(const char *src, const char *exe, const DriverOptions *o)
     argv[n++] = KEEP(xstrdup(o->nvcc));
     argv[n++] = "-O3";
     argv[n++] = "-std=c++17";
-    argv[n++] = "-w";
     char *arch = xstrdup(o->gpu_arch);
     KEEP(arch);
+    const char *last = NULL;
     for (char *a = strtok(arch, ","); a && n < 40 && nfree < 28; a = strtok(NULL, ",")) {
         argv[n++] = "-gencode";
         argv[n++] = KEEP(xasprintf("arch=compute_%s,code=%s", a + 3, a));
+        last = a;
+    }
+    if (last) {
+        argv[n++] = "-gencode";
+        argv[n++] = KEEP(xasprintf("arch=compute_%s,code=compute_%s", last + 3, last + 3));
     }
     argv[n++] = KEEP(xasprintf("-I%s", runtime_dir()));
     argv[n++] = KEEP(xasprintf("-I%s/cuda", runtime_dir()));

@@ -23,6 +23,7 @@ typedef struct DriverOptions {
     int micro_batches;       /* --micro-batches K (0: not given) */
     int recompute;           /* --recompute: RC_NONE, RC_SELECTIVE, RC_FULL, or -1 (auto) */
     const char *device;      /* --device PROFILE (passes/costs.c), NULL: by target */
+    long classifier_chunk;   /* rows per chunk of the fused classifier */
     const char *cc;
     const char *nvcc;
     const char *gpu_arch;    /* "sm_80,sm_90" */

@@ -59,21 +59,22 @@ int driver_check_budget(const Graph *g, const DriverOptions *o)
 {
     if (!o->emit.budget_bytes)
         return 0;
-    size_t total = 0;
+    size_t total = 0, reserve = strcmp(o->emit.target, "cuda") ? 0 : GC_CUDA_RESERVE_BYTES;
     for (int r = 0; r < RG_COUNT; r++)
         total += g->region_bytes[r];
+    total += reserve;
     if (total <= o->emit.budget_bytes)
         return 0;
-    char a[32], b[32], p[32], gr[32], os[32], ar[32];
+    char a[32], b[32], p[32], gr[32], os[32], ar[32], rs[32];
     fprintf(stderr,
             "gcompile: error: the plan needs %s per device but --mem is %s "
-            "(params %s + grads %s + optimizer state %s + arena %s) with the levers given; "
+            "(params %s + grads %s + optimizer state %s + arena %s + CUDA reserve %s) with the levers given; "
             "--recompute auto without --micro-batches searches for a plan that fits\n",
             human_bytes(a, sizeof a, (double)total), human_bytes(b, sizeof b, (double)o->emit.budget_bytes),
             human_bytes(p, sizeof p, (double)g->region_bytes[RG_PARAMS]),
             human_bytes(gr, sizeof gr, (double)g->region_bytes[RG_GRADS]),
             human_bytes(os, sizeof os, (double)g->region_bytes[RG_OPTSTATE]),
-            human_bytes(ar, sizeof ar, (double)g->region_bytes[RG_ARENA]));
+            human_bytes(ar, sizeof ar, (double)g->region_bytes[RG_ARENA]), human_bytes(rs, sizeof rs, (double)reserve));
     return 1;
 }
 
@@ -115,8 +116,15 @@ static int write_artifact(FILE *f, const Graph *g, const DriverOptions *o)
     EmitOptions e = o->emit;
     if (!strcmp(k, "ir"))
         ir_print(f, g);
-    else if (!strcmp(k, "summary"))
+    else if (!strcmp(k, "summary")) {
         ir_print_summary(f, g);
+        if (!strcmp(o->emit.target, "cuda") && g->nsched) {   /* the plan + the CUDA reserve (codegen.h) */
+            size_t total = GC_CUDA_RESERVE_BYTES;
+            for (int r = 0; r < RG_COUNT; r++)
+                total += g->region_bytes[r];
+            fprintf(f, "device_reserve_bytes: %zu\ndevice_bytes_needed: %zu\n", GC_CUDA_RESERVE_BYTES, total);
+        }
+    }
     else if ((!strcmp(k, "c") || !strcmp(k, "cuda")) && driver_check_trainer(g))
         return -2;
     else if (!strcmp(k, "c"))

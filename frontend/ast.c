@@ -36,16 +36,76 @@ char *ast_strdup(struct AstPool *pool, const char *s)
     return memcpy(ast_alloc(pool, n), s, n);
 }
 
-/* Appends item to the pool-allocated array *arr of *n items (copying: lists
- * here are short). */
+/* Room for element n of a pool array of n elements made by this function:
+ * the capacity is the next power of two (at least 4), so a new block (the
+ * old one stays in the pool) is taken only when n is 0 or a power of two
+ * >= 4, and n pushes cost O(n) time and memory. The array moves then. */
+void *ast_grow(struct AstPool *pool, void *arr, int n, size_t elem)
+{
+    if (n > (1 << 28))
+        IR_BUG("AST list of %d items", n);
+    if (n != 0 && (n < 4 || (n & (n - 1)) != 0))
+        return arr;
+    size_t cap = n < 4 ? 4 : 2 * (size_t)n;
+    void *a = ast_alloc(pool, cap * elem);
+    if (n)
+        memcpy(a, arr, (size_t)n * elem);
+    return a;
+}
+
+/* Appends item to the pool-allocated array *arr of *n items. */
 void ast_push(struct AstPool *pool, void ***arr, int *n, void *item)
 {
-    void **a = ast_alloc(pool, (size_t)(*n + 1) * sizeof *a);
-    if (*n)
-        memcpy(a, *arr, (size_t)*n * sizeof *a);
+    void **a = ast_grow(pool, *arr, *n, sizeof *a);
     a[*n] = item;
     *arr = a;
     (*n)++;
+}
+
+/* ---- nesting depth (checked without recursion, before anything recurses) ---- */
+
+typedef struct Visit { const Expr *e; const Stmt *s; int depth; } Visit;
+
+static void visit_push(Visit **st, int *n, int *cap, Visit v)
+{
+    *st = xgrow(*st, cap, *n + 1, sizeof **st);
+    (*st)[(*n)++] = v;
+}
+
+/* Reports the first expression or statement nested deeper than
+ * AST_MAX_DEPTH (the IR builder evaluates expressions recursively). */
+static void check_depth(const Ast *ast)
+{
+    Visit *st = NULL;
+    int n = 0, cap = 0;
+    for (int i = 0; i < ast->nstmts; i++)
+        visit_push(&st, &n, &cap, (Visit){NULL, ast->stmts[i], 1});
+    while (n) {
+        Visit v = st[--n];
+        if (v.depth > AST_MAX_DEPTH) {
+            diag_error(v.e ? v.e->loc : v.s->loc, "nested more than %d levels deep", AST_MAX_DEPTH);
+            break;
+        }
+        int d = v.depth + 1;
+        if (v.e) {
+            const Expr *e = v.e;
+            if (e->a) visit_push(&st, &n, &cap, (Visit){e->a, NULL, d});
+            if (e->b) visit_push(&st, &n, &cap, (Visit){e->b, NULL, d});
+            for (int k = 0; k < e->nargs; k++)
+                visit_push(&st, &n, &cap, (Visit){e->args[k], NULL, d});
+            continue;
+        }
+        const Stmt *s = v.s;
+        if (s->value) visit_push(&st, &n, &cap, (Visit){s->value, NULL, d});
+        for (int k = 0; k < s->type.ndims; k++)
+            visit_push(&st, &n, &cap, (Visit){s->type.dims[k], NULL, d});
+        for (int k = 0; k < s->nnames && s->values; k++)
+            if (s->values[k])
+                visit_push(&st, &n, &cap, (Visit){s->values[k], NULL, d});
+        for (int k = 0; k < s->nbody; k++)
+            visit_push(&st, &n, &cap, (Visit){NULL, s->body[k], d});
+    }
+    free(st);
 }
 
 /* File names live for the whole run (locations point at them). */
@@ -77,6 +137,7 @@ Ast *parse_string(const char *name, const char *text, size_t len)
     yyparse(scanner, &ls);
     yy_delete_buffer(buf, scanner);
     yylex_destroy(scanner);
+    check_depth(ast);
     return ast;
 }
 

@@ -67,7 +67,8 @@ typedef struct Ast {
 } Ast;
 
 /* ---------------------------------------------------------------- ast.c */
-/* Reads and parses a file. Syntax errors are reported (located) and counted
+/* Reads and parses a file. Syntax errors and nesting deeper than
+ * AST_MAX_DEPTH are reported (located) and counted
  * by diag; the AST of the statements that parsed is returned anyway, NULL only
  * when the file cannot be read. */
 Ast *parse_file(const char *path);
@@ -79,6 +80,10 @@ void ast_free(Ast *ast);
 void *ast_alloc(struct AstPool *pool, size_t n);
 char *ast_strdup(struct AstPool *pool, const char *s);
 void ast_push(struct AstPool *pool, void ***arr, int *n, void *item);
+void *ast_grow(struct AstPool *pool, void *arr, int n, size_t elem);
+/* Deepest nesting of expressions and statements a graph may have (the IR
+ * builder recurses); deeper is a located error after parsing. */
+#define AST_MAX_DEPTH 200
 const char *ast_intern_file(const char *name);
 
 #endif

@@ -60,9 +60,7 @@ static void add_arg(struct LexState *ls, Expr *call, const char *kw, Loc kwloc, 
     ast_push(ls->pool, (void ***)&call->args, &n, arg);
     n = call->nargs;
     ast_push(ls->pool, (void ***)&call->kw, &n, (void *)kw);
-    Loc *locs = ast_alloc(ls->pool, (size_t)(call->nargs + 1) * sizeof *locs);
-    if (call->nargs)
-        memcpy(locs, call->kwloc, (size_t)call->nargs * sizeof *locs);
+    Loc *locs = ast_grow(ls->pool, call->kwloc, call->nargs, sizeof *locs);
     locs[call->nargs] = kwloc;
     call->kwloc = locs;
     call->nargs++;
@@ -73,9 +71,7 @@ static void add_name(struct LexState *ls, Stmt *s, const char *name, Loc loc, Ex
     ast_push(ls->pool, (void ***)&s->names, &n, (void *)name);
     n = s->nnames;
     ast_push(ls->pool, (void ***)&s->values, &n, value);
-    Loc *locs = ast_alloc(ls->pool, (size_t)(s->nnames + 1) * sizeof *locs);
-    if (s->nnames)
-        memcpy(locs, s->name_locs, (size_t)s->nnames * sizeof *locs);
+    Loc *locs = ast_grow(ls->pool, s->name_locs, s->nnames, sizeof *locs);
     locs[s->nnames] = loc;
     s->name_locs = locs;
     s->nnames++;
@@ -232,5 +228,7 @@ list_items
 static void yyerror(YYLTYPE *loc, yyscan_t scanner, struct LexState *ls, const char *msg)
 {
     (void)scanner;
+    if (!strcmp(msg, "memory exhausted"))     /* bison's stack: YYMAXDEPTH open constructs */
+        msg = "nested too deeply (the parser's stack is full)";
     diag_error(L(ls, *loc), "%s", msg);
 }

@@ -12,9 +12,16 @@
 #include "frontend.h"
 #include "ir.h"
 
-#define MAX_FWD_OPS 60000        /* a graph larger than this is refused */
+/* Resource limits: a graph past one is refused with a located error at once,
+ * long before an allocation or a hang. The IR holds at most IR_MAX_TENSORS
+ * tensors; the forward graph is kept far below that, so the passes (which
+ * add a few tensors per forward op) stay inside it. */
+#define MAX_FWD_OPS 60000        /* ops of the forward graph */
+#define MAX_STMT_EVALS 20000     /* statements executed, loops unrolled */
 #define MAX_DIM (1L << 40)
-#define MAX_NUMEL (1L << 46)
+#define MAX_NUMEL (1L << 36)     /* elements of one tensor (256 GiB in f32) */
+#define MAX_NUMEL_TEXT "2^36"
+_Static_assert(8 * MAX_FWD_OPS * IR_MAXIO < IR_MAX_TENSORS, "forward graph bound vs IR capacity");
 
 typedef enum VKind { V_NONE, V_INT, V_FLOAT, V_TENSOR, V_LIST } VKind;
 typedef struct Value {
@@ -32,6 +39,7 @@ typedef struct Sym {
     SymKind kind;
     Value v;
     Loc loc;
+    size_t hash;                /* of name: lookup compares it first */
 } Sym;
 
 typedef struct Builder {
@@ -45,16 +53,20 @@ typedef struct Builder {
     /* name uniqueness: open-addressing set of tensor names */
     char **names; size_t capnames, nnames;
     int failed_overflow;
+    long nevals;                /* statements executed (MAX_STMT_EVALS) */
 } Builder;
 
 static const Value NONE = {.k = V_NONE};
 
 /* ---- symbols -------------------------------------------------------------- */
 
+static size_t hash_str(const char *s);
+
 static Sym *lookup(Builder *b, const char *name)
 {
+    size_t h = hash_str(name);
     for (int i = b->nsyms - 1; i >= 0; i--)
-        if (strcmp(b->syms[i].name, name) == 0)
+        if (b->syms[i].hash == h && strcmp(b->syms[i].name, name) == 0)
             return &b->syms[i];
     return NULL;
 }
@@ -62,7 +74,7 @@ static Sym *lookup(Builder *b, const char *name)
 static Sym *define(Builder *b, const char *name, SymKind kind, Value v, Loc loc)
 {
     b->syms = xgrow(b->syms, &b->capsyms, b->nsyms + 1, sizeof *b->syms);   /* moves: hold no Sym * across */
-    b->syms[b->nsyms] = (Sym){name, kind, v, loc};
+    b->syms[b->nsyms] = (Sym){name, kind, v, loc, hash_str(name)};
     return &b->syms[b->nsyms++];
 }
 
@@ -246,7 +258,7 @@ static int add_op(Builder *b, Op *proto, Loc loc)
         long numel = 1;
         for (int i = 0; i < rank[k]; i++)
             if (__builtin_mul_overflow(numel, shape[k][i], &numel) || numel > MAX_NUMEL) {
-                diag_error(loc, "tensor too large (more than 2^46 elements)");
+                diag_error(loc, "tensor too large (more than " MAX_NUMEL_TEXT " elements)");
                 return -1;
             }
         /* the outermost op of an assignment takes the assigned name; nested
@@ -552,7 +564,7 @@ static int eval_type(Builder *b, TypeExpr *ty, DType *dt, int *rank, long *shape
         }
         shape[i] = v.i;
         if (__builtin_mul_overflow(numel, v.i, &numel) || numel > MAX_NUMEL) {
-            diag_error(ty->loc, "tensor too large (more than 2^46 elements)");
+            diag_error(ty->loc, "tensor too large (more than " MAX_NUMEL_TEXT " elements)");
             return -1;
         }
     }
@@ -678,6 +690,12 @@ static void build_for(Builder *b, Stmt *s)
         return;
     }
     long n = r->v.i;
+    if (n > MAX_STMT_EVALS || n * (long)s->nbody > MAX_STMT_EVALS - b->nevals) {
+        if (!b->failed_overflow++)
+            diag_error(s->range_loc, "the loop runs %ld times over %d statement%s: more than the %d statements a "
+                       "graph may execute", n, s->nbody, s->nbody == 1 ? "" : "s", MAX_STMT_EVALS);
+        return;
+    }
     int errors = diag_count();
     for (long i = 0; i < n && diag_count() == errors && !b->failed_overflow; i++) {
         int mark = b->nsyms;
@@ -727,6 +745,11 @@ static void build_optimizer(Builder *b, Stmt *s)
 static void build_stmt(Builder *b, Stmt *s)
 {
     b->target = "";
+    if (++b->nevals > MAX_STMT_EVALS) {
+        if (!b->failed_overflow++)
+            diag_error(s->loc, "the graph executes more than %d statements (loops unrolled)", MAX_STMT_EVALS);
+        return;
+    }
     switch (s->kind) {
     case S_DIM: case S_CONFIG:
         if (b->layer >= 0)

@@ -10,6 +10,14 @@ typedef struct Source { const char *file; const char *text; size_t len; } Source
 static Source sources[16];
 static int nsources;
 static int nerrors;
+static int quiet;
+
+void diag_reset(int be_quiet)
+{
+    nsources = 0;
+    nerrors = 0;
+    quiet = be_quiet;
+}
 
 void diag_add_source(const char *file, const char *text, size_t len)
 {
@@ -52,12 +60,16 @@ static void show_line(Loc loc)
         const char *e = p;
         while (e < end && *e != '\n')
             e++;
-        fputs("  ", stderr);
-        int width = 0;
-        for (const char *q = p; q < e; q++, width++)  /* unprintable bytes shown as '?' */
+        /* a window of at most 160 columns around the caret ("..." marks a cut) */
+        long col = loc.col > 0 ? loc.col : 1, len = (long)(e - p);
+        long from = col > 80 ? col - 80 : 1, to = from + 159 < len ? from + 159 : len;
+        fputs(from > 1 ? "  ..." : "  ", stderr);
+        for (const char *q = p + from - 1; q < p + to; q++)  /* unprintable bytes shown as '?' */
             fputc((*q == '\t' || (*q >= 32 && *q < 127)) ? *q : '?', stderr);
-        fputs("\n  ", stderr);
-        for (int c = 1; c < loc.col && c <= width; c++)
+        fputs(to < len ? "...\n  " : "\n  ", stderr);
+        if (from > 1)
+            fputs("   ", stderr);
+        for (long c = from; c < col && c <= to; c++)
             fputc(p[c - 1] == '\t' ? '\t' : ' ', stderr);
         fputs("^\n", stderr);
         return;
@@ -66,6 +78,8 @@ static void show_line(Loc loc)
 
 static void report(Loc loc, const char *what, const char *fmt, va_list ap)
 {
+    if (quiet)
+        return;
     if (loc.file && loc.line > 0)
         fprintf(stderr, "%s:%d:%d: %s: ", loc.file, loc.line, loc.col, what);
     else
@@ -76,17 +90,26 @@ static void report(Loc loc, const char *what, const char *fmt, va_list ap)
         show_line(loc);
 }
 
+/* errors past this many are counted, not printed */
+#define DIAG_MAX_SHOWN 50
+
 void diag_error(Loc loc, const char *fmt, ...)
 {
+    if (++nerrors > DIAG_MAX_SHOWN) {
+        if (nerrors == DIAG_MAX_SHOWN + 1 && !quiet)
+            fprintf(stderr, "gcompile: error: more than %d errors; the rest are not shown\n", DIAG_MAX_SHOWN);
+        return;
+    }
     va_list ap;
     va_start(ap, fmt);
     report(loc, "error", fmt, ap);
     va_end(ap);
-    nerrors++;
 }
 
 void diag_note(Loc loc, const char *fmt, ...)
 {
+    if (nerrors > DIAG_MAX_SHOWN)
+        return;
     va_list ap;
     va_start(ap, fmt);
     report(loc, "note", fmt, ap);

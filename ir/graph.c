@@ -70,11 +70,13 @@ int graph_add_tensor(Graph *g, const char *name, DType dt, int rank, const long 
     t->dtype = dt;
     t->rank = rank;
     t->numel = 1;
-    for (int i = 0; i < rank; i++) {
+    for (int i = 0; i < rank; i++) {          /* checked: ir/build.c bounds shapes */
         t->shape[i] = shape[i];
-        t->numel *= shape[i];
+        if (shape[i] < 0 || __builtin_mul_overflow(t->numel, shape[i], &t->numel))
+            IR_BUG("tensor %s: shape overflows", name);
     }
-    t->bytes = (size_t)t->numel * dtype_size(dt);
+    if (__builtin_mul_overflow((size_t)t->numel, dtype_size(dt), &t->bytes))
+        IR_BUG("tensor %s: size overflows", name);
     t->kind = kind;
     t->region = kind == TK_PARAM ? RG_PARAMS : kind == TK_GRAD ? RG_GRADS
               : kind == TK_OPTSTATE ? RG_OPTSTATE : RG_ARENA;

@@ -37,6 +37,9 @@ const char *diag_source_line(Loc loc, size_t *len);
 void diag_error(Loc loc, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 void diag_note(Loc loc, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 int diag_count(void);
+/* Forgets the registered sources and the error count; quiet: print nothing
+ * (a process that compiles many graphs: the fuzzers). */
+void diag_reset(int quiet);
 /* Internal compiler error: prints file:line and aborts. */
 #define IR_BUG(...) ir_bug(__FILE__, __LINE__, __VA_ARGS__)
 void ir_bug(const char *file, int line, const char *fmt, ...)
@@ -182,6 +185,10 @@ typedef struct Graph {
     const char *schedule_name;  /* which schedule was used, for the plan */
     int micro_batches;          /* the step runs the fwd/bwd ops this many times (0, 1: once);
                                    passes/microbatch.c */
+    /* fusions that fired (passes/fuse*.c, for plan-text): per kind, how many
+       and the elements of tensors they took out of the plan (net) */
+    struct { const char *kind; int count; double elems; } fused[8];
+    int nfused;
 } Graph;
 
 Graph *graph_new(const char *file);
@@ -216,14 +223,28 @@ double op_bytes(const Graph *g, const Op *op);
  * embedding_bwd, …; 1 for an op the table does not know better; 0 for views).
  * ws: the planned workspace bytes (the chunking depends on it). */
 int op_launches(const Graph *g, const Op *op, size_t ws);
-/* Launches and bytes moved (op_bytes) per step of the schedule, by phase
- * (the fwd, bwd and recompute ops once per micro-batch). */
+/* 1 for the cast of a parameter master into its bf16 copy (passes/precision.c):
+ * it runs only when the host has written the masters (GC_PHASE_PARAMS), not
+ * per step, since the optimizer update writes the copy. */
+int op_param_refresh(const Graph *g, const Op *op);
+/* Optimizer updates run as one multi-tensor launch per group: consecutive
+ * updates (adamw, adamw_bf16) in the schedule with the same `layer` (the
+ * layer slice; -1 for parameters outside the layer stack), at most
+ * OP_UPDATE_GROUP_MAX to a launch. For schedule position k: the number of
+ * updates in the launch that starts at k, 0 when none starts there. */
+#define OP_UPDATE_GROUP_MAX 16
+int op_update_group_len(const Graph *g, int k);
+/* Launches and bytes moved (op_bytes) per step of the schedule, by phase;
+ * parameter refreshes are not counted, an update group is one launch; the fwd, bwd and
+ * recompute ops count once per micro-batch. */
 void graph_step_traffic(const Graph *g, long launches[PH_COUNT], double bytes[PH_COUNT]);
 /* 1 when output 0 of op may take the storage of input i (the kernel is
  * written to allow out == in[i]); never for accumulating outputs. */
 int op_inplace_ok(const Graph *g, const Op *op, int i);
 /* GEMM geometry of a matmul: a [.., M, K] (or [.., K, M] when ta) times b. */
 void op_matmul_geom(const Graph *g, const Op *op, long *batch, long *M, long *N, long *K);
+/* The runtime's geom[12] of an attention / attention_bwd op (gc_runtime.h). */
+void op_attention_geom(const Graph *g, const Op *op, long geom[12]);
 
 /* ---------------------------------------------------------------- build.c */
 

@@ -73,9 +73,18 @@ double op_cost(const Graph *g, const Op *op, const DeviceProfile *d)
     if (op_info[op->kind].cls == OPC_VIEW)
         return 0;
     double flops = op_flops(g, op), bytes = op_bytes(g, op), compute;
-    if (is_matmul(op)) {
-        long b, M, N, K;
+    long b = 1, M = 0, N = 0, K = 0;
+    if (is_matmul(op))
         op_matmul_geom(g, op, &b, &M, &N, &K);
+    else if (op->kind == OP_CLASSIFIER) {   /* chunk rows x Vp x C products, three times */
+        const Tensor *w = &g->t[op->in[1]];
+        M = (long)op->attr[1], N = w->shape[0], K = w->shape[1];
+    } else if (op->kind == OP_ATTENTION || op->kind == OP_ATTENTION_BWD) {   /* T x T x hs tiles */
+        long geom[12];
+        op_attention_geom(g, op, geom);
+        M = N = geom[2], K = geom[3];
+    }
+    if (M > 0) {   /* matmul-bound: efficiency falls with small dimensions */
         double h = d->mm_half;
         double eff = d->mm_eff * (M / (M + h)) * (N / (N + h)) * (K / (K + h));
         int bf16 = op->nin && g->t[op->in[0]].dtype == DT_BF16;

@@ -21,7 +21,8 @@ enum {
     OPT_DATA = 256, OPT_VAL_DATA, OPT_VAL_EVERY, OPT_VAL_BATCHES, OPT_INIT, OPT_SAVE,
     OPT_STEPS, OPT_LR, OPT_BETA1, OPT_BETA2, OPT_EPS, OPT_WD, OPT_SEED, OPT_LOG,
     OPT_THREADS, OPT_SAMPLE, OPT_PROFILE, OPT_GRADCHECK, OPT_GC_TOL, OPT_GC_H, OPT_HELP, OPT_VERSION,
-    OPT_SAVE_EVERY, OPT_CKPT_DIR, OPT_RESUME, OPT_KEEP
+    OPT_SAVE_EVERY, OPT_CKPT_DIR, OPT_RESUME, OPT_KEEP, OPT_WARMUP, OPT_LR_SCHEDULE, OPT_LR_FINAL_FRAC,
+    OPT_GRAD_CLIP, OPT_SKIP_NONFINITE
 };
 
 static const struct option long_opts[] = {
@@ -49,6 +50,11 @@ static const struct option long_opts[] = {
     {"ckpt-dir", required_argument, 0, OPT_CKPT_DIR},
     {"resume", required_argument, 0, OPT_RESUME},
     {"keep", required_argument, 0, OPT_KEEP},
+    {"warmup", required_argument, 0, OPT_WARMUP},
+    {"lr-schedule", required_argument, 0, OPT_LR_SCHEDULE},
+    {"lr-final-frac", required_argument, 0, OPT_LR_FINAL_FRAC},
+    {"grad-clip", required_argument, 0, OPT_GRAD_CLIP},
+    {"skip-nonfinite", no_argument, 0, OPT_SKIP_NONFINITE},
     {"help", no_argument, 0, OPT_HELP},
     {"version", no_argument, 0, OPT_VERSION},
     {0, 0, 0, 0},
@@ -85,6 +91,18 @@ static void print_help(const char *argv0, const gc_program *p)
            "  --eps X              AdamW epsilon (default %g)\n"
            "  --weight-decay X     AdamW weight decay (default %g)\n",
            p->lr, p->beta1, p->beta2, p->eps, p->weight_decay);
+    printf("  --warmup N           learning rate rises linearly over the first N steps (default 0)\n"
+           "  --lr-schedule S      after the warmup: constant, cosine or linear decay from --lr to\n"
+           "                       --lr * --lr-final-frac at the last step (default constant)\n"
+           "  --lr-final-frac X    final learning rate as a fraction of --lr, in [0, 1] (default 0)\n"
+           "  --grad-clip X        scale the gradients down to global L2 norm X when it is larger\n"
+           "                       (default 0: off; llm.c uses 1.0). %s\n"
+           "  --skip-nonfinite     skip the update of a step whose loss or gradient norm is NaN/inf\n"
+           "                       (counted in the log) instead of stopping the run\n",
+           p->region_bytes[GC_REGION_GRADS] >= (size_t)p->nparam_elems * 4
+               ? "This program keeps all gradients (plain schedule): available"
+               : "Not available in this program: it updates each parameter inside the\n"
+                 "                       backward pass (fused-opt); compile with --schedule plain");
     printf("  --ckpt-dir DIR       where checkpoints go (created if missing): model_NNNNNNNN.bin (llm.c)\n"
            "                       + state_NNNNNNNN.bin (AdamW moments, step, data position), atomically;\n"
            "                       one after the last step, and on SIGINT/SIGTERM (finish the step, save, exit 0)\n"
@@ -208,6 +226,17 @@ static int apply_flag(gcrt_options *o, int code, const char *arg)
     case OPT_RESUME: o->resume = arg; return 0;
     case OPT_SAVE_EVERY: return parse_long(code, arg, 1, BIG, &o->save_every);
     case OPT_KEEP: return parse_long(code, arg, 1, BIG, &o->keep);
+    case OPT_WARMUP: return parse_long(code, arg, 0, BIG, &o->warmup);
+    case OPT_LR_SCHEDULE:
+        if ((o->lr_schedule = gcrt_lr_schedule_parse(arg)) < 0)
+            return gcrt_errorf("--lr-schedule: bad value '%s' (expected cosine, linear or constant)", arg);
+        return 0;
+    case OPT_LR_FINAL_FRAC:
+        if (parse_num(code, arg, NUM_NONNEG, &o->lr_final_frac))
+            return 1;
+        return o->lr_final_frac > 1 ? gcrt_errorf("--lr-final-frac: bad value '%s' (expected a number in [0, 1])", arg) : 0;
+    case OPT_GRAD_CLIP: return parse_num(code, arg, NUM_NONNEG, &o->grad_clip);
+    case OPT_SKIP_NONFINITE: o->skip_nonfinite = 1; return 0;
     case OPT_GRADCHECK: return arg ? parse_long(code, arg, 1, 1000000, &o->gradcheck)
                                    : (o->gradcheck = DEFAULT_GRADCHECK, 0);
     case OPT_LR: return parse_float(code, arg, NUM_NONNEG, &o->lr);

@@ -13,6 +13,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <string.h>
 
 #include "gc_runtime.h"
 
@@ -23,6 +24,53 @@
  * the caller then uses BLAS. */
 int gcrt_sgemm(float *c, const float *a, const float *b, long M, long N, long K, long lda,
                long ldb, long ldc, int ta, int tb, int acc);
+
+/* ---------------------------------------------------------------- kernels_cpu.c: exp */
+/* exp of x <= 0 (x may be -inf: result 0; NaN stays NaN), written so gcc
+ * vectorizes it without -ffast-math: the clamp and the final zeroing are bit
+ * masks (a float select would be if-converted into a branch), round to
+ * nearest by adding 1.5*2^23 (n is then read from the sum's low bits),
+ * Cody-Waite reduction by ln 2, the Cephes expf polynomial (about 1 ulp),
+ * 2^n through the exponent bits. Below -87 (subnormal results) gives 0.
+ * Shared by kernels_cpu.c and attention_cpu.c. */
+static inline float gcrt_expf_nonpos(float x)
+{
+    const float lo = -87.0f;
+    uint32_t keep = (uint32_t)0 - (uint32_t) !(x < lo); /* ones unless x < lo; NaN: ones */
+    uint32_t xb, lob, tb, eb;
+    memcpy(&xb, &x, sizeof xb);
+    memcpy(&lob, &lo, sizeof lob);
+    xb = (xb & keep) | (lob & ~keep);
+    float xc;
+    memcpy(&xc, &xb, sizeof xc);
+    float t = xc * 1.44269504088896341f + 12582912.0f;
+    float n = t - 12582912.0f;
+    float r = xc - n * 0.693359375f;
+    r = r - n * -2.12194440e-4f;
+    float z = r * r;
+    float y = 1.9875691500e-4f;
+    y = y * r + 1.3981999507e-3f;
+    y = y * r + 8.3334519073e-3f;
+    y = y * r + 4.1665795894e-2f;
+    y = y * r + 1.6666665459e-1f;
+    y = y * r + 5.0000001201e-1f;
+    y = y * z + r + 1.0f;
+    memcpy(&tb, &t, sizeof tb);
+    uint32_t sb = (tb - 0x4B400000u + 127u) << 23; /* bits of 2^n */
+    float scale, e;
+    memcpy(&scale, &sb, sizeof scale);
+    e = y * scale;
+    memcpy(&eb, &e, sizeof eb);
+    eb &= keep;
+    memcpy(&e, &eb, sizeof e);
+    return e;
+}
+
+/* ---------------------------------------------------------------- kernels_cpu.c: cross-entropy rows */
+/* (shared with classifier_cpu.c) logsumexp(x[0:n]) - x[t], in double */
+double gcrt_ce_row_loss(const gc_real *x, long n, long t);
+/* d[0:V] (+)= scale * (softmax(x[0:V]) - onehot(t)), d[V:Vp] (+)= 0; d may be x */
+void gcrt_ce_row_grad(gc_real *d, const gc_real *x, long V, long Vp, long t, gc_real scale, int acc);
 
 /* ---------------------------------------------------------------- rng.c */
 /* xoshiro256** seeded through splitmix64; every stream is a pure function of
@@ -146,6 +194,10 @@ typedef struct {
     long steps, val_every, val_batches, threads, sample, gradcheck;
     const char *ckpt_dir, *resume;   /* --ckpt-dir, --resume */
     long save_every, keep;
+    long warmup;                     /* --warmup steps */
+    int lr_schedule;                 /* GCRT_LR_* */
+    double lr_final_frac, grad_clip; /* --lr-final-frac, --grad-clip (0: off) */
+    int skip_nonfinite;
     int profile;
     unsigned long long seed;
     float lr, beta1, beta2, eps, wd;
@@ -198,10 +250,31 @@ double gcrt_now_ms(void);                     /* monotonic clock */
 size_t gcrt_total_region_bytes(const gc_program *p);
 /* Program, dims, parameters, plan, memory and device, before the run. */
 void gcrt_print_header(const gc_program *p);
-/* The progress line of one step and its JSONL record (val: NAN when none). */
-void gcrt_report_step(gcrt_run *st, long step, float loss, double ms, double val);
+/* What one training step measured. */
+typedef struct {
+    long step;
+    float loss;
+    double ms, lr;
+    double gnorm;        /* global gradient norm, NAN when the program has no grads region */
+    double val;          /* validation loss, NAN when none */
+    int skipped;         /* --skip-nonfinite skipped this step's update */
+} gcrt_step_info;
+
+/* The progress line of one step and its JSONL record. */
+void gcrt_report_step(gcrt_run *st, const gcrt_step_info *si);
 /* The --profile table: categories by time, largest first. */
 void gcrt_print_profile(const gcrt_run *st, long nsteps, double step_ms);
+
+/* ---------------------------------------------------------------- schedule.c */
+enum { GCRT_LR_CONSTANT, GCRT_LR_COSINE, GCRT_LR_LINEAR };
+/* "constant" | "cosine" | "linear" -> GCRT_LR_*, or -1. */
+int gcrt_lr_schedule_parse(const char *s);
+const char *gcrt_lr_schedule_name(int k);
+/* The learning rate of `step` (1-based) under o's lr, warmup, schedule,
+ * final fraction and total steps. */
+float gcrt_lr_at(const gcrt_options *o, long step);
+/* The factor gradients are multiplied by: clip/norm when norm > clip > 0, else 1. */
+float gcrt_clip_scale(double norm, double clip);
 
 /* ---------------------------------------------------------------- loader.c */
 /* Opens --data (or the built-in corpus) and --val-data; 0 or exit status 1. */

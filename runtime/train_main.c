@@ -34,6 +34,13 @@ static int in_region(size_t off, double bytes, size_t size)
     return (double)off + bytes <= (double)size;
 }
 
+/* Does the program keep every parameter's gradient in its grads region
+ * (plain schedule), so the global norm exists before any update? */
+static int has_grads(const gc_program *p)
+{
+    return p->nparam_elems > 0 && p->region_bytes[GC_REGION_GRADS] >= (size_t)p->nparam_elems * 4;
+}
+
 /* Checks what gc_main relies on in the emitted table; a failure is a
  * compiler bug, reported as an internal error. */
 static int check_program(const gc_program *p, const gcrt_options *o)
@@ -56,6 +63,10 @@ static int check_program(const gc_program *p, const gcrt_options *o)
         return gcrt_errorf("internal: tokens, targets or loss lie outside the arena (%zu bytes)", arena);
     if (o->sample > 0 && (p->logits_cols < p->V || !in_region(p->logits_off, (p->bf16 ? 2 : 4) * bt * (double)p->logits_cols, arena)))
         return gcrt_errorf("--sample: this program exposes no [B, T, %ld] logits tensor in its arena", p->V);
+    if (o->grad_clip > 0 && !has_grads(p))
+        return gcrt_errorf("--grad-clip: this program updates each parameter inside the backward pass (fused-opt "
+                           "schedule), before the global gradient norm is known; compile it with --schedule plain "
+                           "(docs/training.md: its memory cost)");
     return 0;
 }
 
@@ -70,14 +81,30 @@ static void set_threads(long n)
         openblas_set_num_threads((int)n);
 }
 
-/* On a device that knows its free memory the plan must fit, or nothing starts. */
+/* On a device that knows its free memory the plan and the stated reserve
+ * (CUDA context, kernel images, cuBLASLt: they load lazily, after the
+ * regions) must fit, or nothing starts. */
 static int check_fits(const gc_program *p)
 {
     size_t need = gcrt_total_region_bytes(p), avail = gc_device_free_bytes();
-    if (avail > 0 && need > avail)
-        return gcrt_errorf("the plan needs %zu bytes of device memory but %s has only %zu bytes free",
-                      need, gc_device_name(), avail);
+    if (avail > 0 && need + p->device_reserve_bytes > avail)
+        return gcrt_errorf("the plan needs %zu bytes of device memory plus a reserve of %zu (CUDA context, kernel "
+                           "images, cuBLASLt) but %s has only %zu bytes free",
+                           need, p->device_reserve_bytes, gc_device_name(), avail);
     return 0;
+}
+
+/* After the first step everything that loads lazily has loaded: the memory in
+ * use beyond the regions is what the reserve must cover. */
+static void report_reserve(const gcrt_run *st)
+{
+    size_t total = gc_device_total_bytes(), free_b = gc_device_free_bytes(), plan = gcrt_total_region_bytes(st->prog);
+    if (total == 0)
+        return;
+    size_t used = total - free_b, other = used > plan ? used - plan : 0;
+    printf("device memory after the first step: %zu bytes in use = plan %zu + %zu other (CUDA context, kernel "
+           "images, cuBLASLt; gcompile reserves %zu: %s)\n",
+           used, plan, other, st->prog->device_reserve_bytes, other <= st->prog->device_reserve_bytes ? "ok" : "EXCEEDED");
 }
 
 static int open_outputs(gcrt_run *st)
@@ -144,6 +171,7 @@ static void alloc_regions(gcrt_run *st)
                gcrt_total_region_bytes(p), before - after);
     if (p->nparam_elems)
         gc_device_upload(st->ctx.region[GC_REGION_PARAMS], st->params, (size_t)p->nparam_elems * 4);
+    p->run(&st->ctx, GC_PHASE_PARAMS);   /* the bf16 weight copies, if any */
     if (st->resume_optstate && p->region_bytes[GC_REGION_OPTSTATE])
         gc_device_upload(st->ctx.region[GC_REGION_OPTSTATE], st->resume_optstate, p->region_bytes[GC_REGION_OPTSTATE]);
     st->ctx.lr = st->o.lr, st->ctx.beta1 = st->o.beta1, st->ctx.beta2 = st->o.beta2;
@@ -262,6 +290,62 @@ static int ckpt_due(const gcrt_run *st, long step)
     return o->ckpt_dir && ((o->save_every > 0 && step % o->save_every == 0) || step == o->steps || stop_signal);
 }
 
+/* One training step on the batch in st->inputs/targets. A program that keeps
+ * all gradients (plain schedule) runs forward and backward, measures the
+ * global gradient norm, clips, then updates: the update is skipped (and
+ * si->skipped set) when the loss or the norm is not finite and
+ * --skip-nonfinite is on. A fused-opt program updates inside its backward;
+ * with --skip-nonfinite its forward runs first, alone, so a non-finite loss
+ * can still skip the backward and the update. */
+static void run_step(gcrt_run *st, gcrt_step_info *si)
+{
+    const gc_program *p = st->prog;
+    float *grads = (float *)st->ctx.region[GC_REGION_GRADS];
+    si->gnorm = NAN;
+    si->skipped = 0;
+    if (has_grads(p)) {   /* also every program with micro-batches */
+        si->loss = gcrt_run_step(st, GC_PHASE_FWD | GC_PHASE_BWD);
+        si->gnorm = sqrt(gc_device_sumsq(grads, p->nparam_elems));
+        if (st->o.skip_nonfinite && !(isfinite(si->loss) && isfinite(si->gnorm))) {
+            si->skipped = 1;
+            return;
+        }
+        float scale = gcrt_clip_scale(si->gnorm, st->o.grad_clip);
+        if (scale != 1.0f)
+            gc_device_scale(grads, p->nparam_elems, scale);
+        p->run(&st->ctx, GC_PHASE_OPT);
+        gc_device_sync();
+        return;
+    }
+    if (st->o.skip_nonfinite) {
+        si->loss = gcrt_run_step(st, GC_PHASE_FWD);   /* one micro-batch: the whole batch stays uploaded */
+        if (!isfinite(si->loss)) {
+            si->skipped = 1;
+            return;
+        }
+        p->run(&st->ctx, GC_PHASE_BWD | GC_PHASE_OPT);
+        gc_device_sync();
+        return;
+    }
+    si->loss = gcrt_run_step(st, GC_PHASE_FWD | GC_PHASE_BWD | GC_PHASE_OPT);
+}
+
+/* A non-finite loss or gradient norm without --skip-nonfinite: the run stops. */
+static int nonfinite(const gcrt_run *st, const gcrt_step_info *si)
+{
+    const char *what = !isfinite(si->loss) ? "loss" : "gradient norm";
+    double v = !isfinite(si->loss) ? si->loss : si->gnorm;
+    char last[512];
+    if (st->last_ckpt > 0)
+        snprintf(last, sizeof last, "the last good checkpoint is step %ld in %s (--resume %s)", st->last_ckpt,
+                 st->o.ckpt_dir, st->o.ckpt_dir);
+    else
+        snprintf(last, sizeof last, "no checkpoint of this run was written%s",
+                 st->o.ckpt_dir ? " yet" : " (no --ckpt-dir)");
+    return gcrt_errorf("step %ld: %s is %s; stopped: %s; --skip-nonfinite skips such steps", si->step, what,
+                       isnan(v) ? "nan" : "inf", last);
+}
+
 /* Steps first_step..steps; *stopped = 1 when a signal ended the run early. */
 static int train(gcrt_run *st, int *stopped)
 {
@@ -273,21 +357,26 @@ static int train(gcrt_run *st, int *stopped)
     catch_stop_signals();
     for (long step = st->first_step; step <= st->o.steps; step++) {
         double t0 = gcrt_now_ms();
+        gcrt_step_info si = {.step = step, .lr = gcrt_lr_at(&st->o, step), .val = NAN};
         st->ctx.t = (int)step;
+        st->ctx.lr = (float)si.lr;
         st->ctx.prof = st->prof;
         gcrt_data_next(st);
-        float loss = gcrt_run_step(st, GC_PHASE_FWD | GC_PHASE_BWD | GC_PHASE_OPT);
-        double ms = gcrt_now_ms() - t0, val = NAN;
+        run_step(st, &si);
+        si.ms = gcrt_now_ms() - t0;
         st->ctx.prof = NULL;
         if (st->prof && step == st->first_step && st->o.steps > step)   /* the first step pays first-touch page faults */
             memset(st->prof, 0, (size_t)st->prog->nprof * sizeof *st->prof);
-        if (!isfinite(loss))
-            return gcrt_errorf("step %ld: loss is %s", step, isnan(loss) ? "nan" : "inf");
-        if (want_val(st, step) && validate(st, &val))
+        st->skipped += si.skipped;
+        if (!si.skipped && (!isfinite(si.loss) || (has_grads(st->prog) && !isfinite(si.gnorm))))
+            return nonfinite(st, &si);
+        if (want_val(st, step) && validate(st, &si.val))
             return 1;
-        gcrt_report_step(st, step, loss, ms, val);
+        gcrt_report_step(st, &si);
+        if (step == st->first_step)
+            report_reserve(st);
         if (step > st->first_step || st->o.steps == step)
-            sum_ms += ms, timed++;
+            sum_ms += si.ms, timed++;
         if (ckpt_due(st, step) && gcrt_ckpt_write(st, step))
             return 1;
         if (stop_signal) {

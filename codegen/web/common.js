@@ -185,7 +185,7 @@ GC.Timeline = class {
     this.nsteps = this.opt.nsteps || Math.max(M.ns, 1);
     this.ymax = this.opt.ymax || M.ymax;
     this.view = this.opt.view || {x0: 0, x1: this.nsteps, y0: 0, y1: this.ymax};
-    this.pad = {l: 78, r: 12, t: 24, b: 34};
+    this.pad = {l: 78, r: 12, t: this.opt.label ? 40 : 28, b: 34};
     this.colourBy = 'kind';
     this.step = -1; this.sel = -1; this.match = null; this.hl = null;
     this.drawn = 0; this.pending = false;
@@ -234,9 +234,10 @@ GC.Timeline = class {
       const x0 = this.sx(b.first), x1 = this.sx(b.last + 1);
       const y1 = this.sy(b.offset), y0 = this.sy(b.offset + b.size);
       if (x1 < p.l || x0 > p.l + this.pw || y1 < p.t || y0 > p.t + this.ph) continue;
-      g.globalAlpha = dim && !this.match.has(b.id) ? 0.15 : 1;
+      g.globalAlpha = dim && !this.match.has(b.id) && !(this.hl && this.hl.buf === b.id) ? 0.15 : 1;
       g.fillStyle = this.colourOf(b);
-      g.fillRect(x0, y0, Math.max(x1 - x0, 1), Math.max(y1 - y0, 1));
+      const minH = dim && this.match.has(b.id) ? 3 : 1;   // search hits stay visible
+      g.fillRect(x0, Math.min(y0, y1 - minH), Math.max(x1 - x0, 1), Math.max(y1 - y0, minH));
       if (y1 - y0 > 4 && x1 - x0 > 4) { g.strokeStyle = 'rgba(255,255,255,0.7)'; g.lineWidth = 0.5; g.strokeRect(x0, y0, x1 - x0, y1 - y0); }
       if (b.members.length > 1 && y1 - y0 > 3) {   // in-place handovers inside one buffer
         g.strokeStyle = 'rgba(255,255,255,0.9)'; g.lineWidth = 1; g.setLineDash([2, 2]);
@@ -259,15 +260,22 @@ GC.Timeline = class {
     g.strokeStyle = '#000'; g.lineWidth = 1; g.setLineDash([6, 4]);
     const ylb = this.sy(M.arenaBound);
     g.beginPath(); g.moveTo(p.l, ylb); g.lineTo(p.l + this.pw, ylb); g.stroke(); g.setLineDash([]);
+    if (this.step >= 0) {
+      const x = this.sx(this.step + 0.5);
+      g.strokeStyle = 'rgba(21,101,192,0.8)'; g.lineWidth = 3; g.beginPath(); g.moveTo(x, p.t); g.lineTo(x, p.t + this.ph); g.stroke();
+    }
     if (M.peakStep >= 0) {
       const x = this.sx(M.peakStep + 0.5);
       g.strokeStyle = '#d00'; g.lineWidth = 1.2; g.beginPath(); g.moveTo(x, p.t); g.lineTo(x, p.t + this.ph); g.stroke();
     }
-    if (this.step >= 0) {
-      const x = this.sx(this.step + 0.5);
-      g.strokeStyle = '#1565c0'; g.lineWidth = 2; g.beginPath(); g.moveTo(x, p.t); g.lineTo(x, p.t + this.ph); g.stroke();
-    }
     g.restore();
+    if (M.peakStep >= 0) {
+      const x = this.sx(M.peakStep + 0.5);
+      if (x >= p.l && x <= p.l + this.pw) {
+        g.fillStyle = '#d00'; g.textAlign = x > p.l + this.pw - 120 ? 'right' : 'left'; g.textBaseline = 'bottom';
+        g.fillText('peak: step ' + M.peakStep + ', ' + GC.human(M.peakBytes), x + (g.textAlign === 'left' ? 4 : -4), p.t - 10);
+      }
+    }
     this._axes(g);
   }
   _ticks(a, b, n, bytes) {
@@ -289,14 +297,14 @@ GC.Timeline = class {
       g.beginPath(); g.moveTo(x, p.t + this.ph); g.lineTo(x, p.t + this.ph + 4); g.stroke();
       g.fillText(String(Math.round(s)), x, p.t + this.ph + 6);
     }
-    g.fillText('schedule step (click here to list what is live)', p.l + this.pw / 2, p.t + this.ph + 20);
+    g.fillText(this.opt.axisLabel || 'schedule step (click here to list what is live)', p.l + this.pw / 2, p.t + this.ph + 20);
     g.textAlign = 'right'; g.textBaseline = 'middle';
     for (const b of this._ticks(v.y0, v.y1, Math.max(2, this.ph / 40), true)) {
       const y = this.sy(b);
       g.beginPath(); g.moveTo(p.l - 4, y); g.lineTo(p.l, y); g.stroke();
       g.fillText(GC.human(b), p.l - 6, y);
     }
-    if (this.opt.label) { g.textAlign = 'left'; g.textBaseline = 'top'; g.font = 'bold 12px sans-serif'; g.fillText(this.opt.label, p.l, 2); }
+    if (this.opt.label) { g.fillStyle = '#222'; g.textAlign = 'left'; g.textBaseline = 'top'; g.font = 'bold 12px sans-serif'; g.fillText(this.opt.label, p.l, 1); }
   }
   // the buffer under a point (the smallest one within 2 px), or null
   hit(px, py) {
@@ -393,9 +401,10 @@ GC.regionsHTML = function (P) {
     if (!r.bytes) continue;
     const w = 100 * r.bytes / scale;
     bar += '<div class="seg" style="width:' + w + '%;background:' + GC.colour(GC.REGION_COLOR, r.name) + '" title="' +
-      GC.esc(r.name + ': ' + GC.int(r.bytes) + ' bytes') + '">' + (w > 8 ? GC.esc(r.name) + ' ' + GC.human(r.bytes) : '') + '</div>';
+      GC.esc(r.name + ': ' + GC.int(r.bytes) + ' bytes') + '">' + (w > 12 ? GC.esc(r.name) + ' ' + GC.human(r.bytes) : w > 5 ? GC.esc(r.name) : '') + '</div>';
   }
-  const mark = (v, cls, text) => '<div class="mark ' + cls + '" style="left:' + (100 * v / scale) + '%"><span>' + GC.esc(text) + '</span></div>';
+  const mark = (v, cls, text) => '<div class="mark ' + cls + (v / scale > 0.6 ? ' flip' : '') + '" style="left:' + (100 * v / scale) +
+    '%"><span>' + GC.esc(text) + '</span></div>';
   if (budget !== null) bar += mark(budget, 'budget', 'budget ' + GC.human(budget) + (total <= budget ? ' (fits)' : ' (does not fit)'));
   if (devBytes) bar += mark(devBytes, 'device', (dev.name ? dev.name + ' ' : 'device ') + GC.human(devBytes));
   let legend = regs.map((r) => '<span><i style="background:' + GC.colour(GC.REGION_COLOR, r.name) + '"></i>' + GC.esc(r.name) + ' ' +

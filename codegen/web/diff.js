@@ -61,7 +61,7 @@
   const view = {x0: 0, x1: Math.max(A.ns, B.ns, 1), y0: 0, y1: Math.max(A.ymax, B.ymax)};
   let tls = [];
   const pick = (M, other) => (b, s) => selectName(M.T[M.memberAt(b, s)].name);
-  const opts = (M, label) => ({view, nsteps: view.x1, ymax: view.y1, label,
+  const opts = (M, label) => ({view, nsteps: view.x1, ymax: view.y1, label, axisLabel: 'schedule step',
     onView: () => tls.forEach((t) => t.redraw()),
     onHover: (b, s, ev) => GC.tip(b ? GC.tensorHTML(M, M.memberAt(b, s), s) : null, ev),
     onPick: pick(M), onStep: () => {}});
@@ -88,6 +88,8 @@
   // ---- tensors matched by name
   const mapB = new Map(B.T.map((t) => [t.name, t]));
   const mapA = new Map(A.T.map((t) => [t.name, t]));
+  // a lifetime as text; the whole schedule is "all" (schedules differ in length)
+  const life = (M, t) => (t.first === null || t.first === undefined ? 'unused' : t.first === 0 && t.last === M.ns - 1 ? 'all' : t.first + '\u2013' + t.last);
   const nameOf = (M, i) => (i === null || i === undefined ? null : M.T[i] ? M.T[i].name : i);
   const cats = {changed: [], region: [], lifetime: [], storage: [], moved: [], onlyA: [], onlyB: []};
   for (const [name, a] of mapA) {
@@ -95,7 +97,7 @@
     if (!b) { cats.onlyA.push({name, a, b: null}); continue; }
     const row = {name, a, b, why: []};
     if (a.region !== b.region) { cats.region.push(row); row.why.push('region'); }
-    if (a.first !== b.first || a.last !== b.last) { cats.lifetime.push(row); row.why.push('lifetime'); }
+    if (life(A, a) !== life(B, b)) { cats.lifetime.push(row); row.why.push('lifetime'); }
     if (a.bytes !== b.bytes || a.dtype !== b.dtype || nameOf(A, a.inplace_of) !== nameOf(B, b.inplace_of) ||
         nameOf(A, a.view_of) !== nameOf(B, b.view_of)) { cats.storage.push(row); row.why.push('storage'); }
     if (a.offset !== b.offset) { cats.moved.push(row); row.why.push('offset'); }
@@ -110,7 +112,7 @@
   let tab = 'changed';
   function renderChanges() {
     const list = cats[tab], cap = 400;
-    const steps = (t) => (t ? (t.first === null || t.first === undefined ? 'unused' : t.first + '\u2013' + t.last) : '\u2014');
+    const steps = (M, t) => (t ? life(M, t) : '\u2014');
     const stor = (M, t) => (t ? e(t.dtype || '') + ' ' + GC.human(t.bytes || 0) + (t.inplace_of !== null && t.inplace_of !== undefined ? ', in place of ' + e(nameOf(M, t.inplace_of)) : '') +
       (t.view_of !== null && t.view_of !== undefined ? ', view of ' + e(nameOf(M, t.view_of)) : '') : '\u2014');
     let h3 = '<h2>tensors by name</h2><div class="tabs">' + Object.keys(cats).map((k) => '<button data-tab="' + k + '" class="' + (k === tab ? 'on' : '') +
@@ -119,7 +121,7 @@
     for (const r of list.slice(0, cap)) {
       const t = r.a || r.b;
       h3 += '<tr data-name="' + e(r.name) + '" data-t="1"><td class="tn">' + e(r.name) + '</td><td>' + e(t.kind) + '</td><td>' + e(r.a ? r.a.region : '\u2014') + ' \u2192 ' + e(r.b ? r.b.region : '\u2014') +
-        '</td><td>' + steps(r.a) + '</td><td>' + steps(r.b) + '</td><td>' + stor(A, r.a) + '</td><td>' + stor(B, r.b) + '</td><td>' +
+        '</td><td>' + steps(A, r.a) + '</td><td>' + steps(B, r.b) + '</td><td>' + stor(A, r.a) + '</td><td>' + stor(B, r.b) + '</td><td>' +
         (r.a ? GC.int(r.a.offset) : '\u2014') + ' \u2192 ' + (r.b ? GC.int(r.b.offset) : '\u2014') + '</td></tr>';
     }
     h3 += '</tbody></table>' + (list.length > cap ? '<p class="muted">' + (list.length - cap) + ' more not shown</p>' : '');

@@ -4,6 +4,7 @@
 'use strict';
 
 (function () {
+  const t0 = performance.now();
   const P = GC.data(), M = GC.model(P), e = GC.esc, $ = GC.$;
   const KNOWN = new Set(['version', 'target', 'budget_bytes', 'graph', 'config', 'schedule_kind', 'no_reuse', 'dims',
     'schedule', 'tensors', 'regions', 'totals', 'strategies', 'source_lines', 'device']);
@@ -154,9 +155,21 @@
     else { showOp(+a.dataset.step); setStep(+a.dataset.step, true); }
   });
 
-  // ---- open at the peak
-  setStep(M.peakStep, true);
+  // ---- open at the peak; a link may name a step, a tensor and a search:
+  // plan.html#step=120&tensor=h0.qkv&q=attn
+  const hash = new URLSearchParams(location.hash.slice(1));
+  const hstep = parseInt(hash.get('step'), 10);
+  setStep(hstep >= 0 && hstep < M.ns ? hstep : M.peakStep, true);
+  if (hash.get('q')) { $('search').value = hash.get('q'); search(); }
+  if (hash.get('tensor')) {
+    const i = M.T.findIndex((t) => t.name === hash.get('tensor'));
+    if (i >= 0) select(i);
+  }
+  const t1 = performance.now();
   tl.draw();
+  const t2 = performance.now();
+  tl.draw();
+  const t3 = performance.now();
   // what the tests read (tests/explorer): counts after the scripts ran
   const st = $('stats');
   st.dataset.tensors = M.nt;
@@ -166,5 +179,8 @@
   st.dataset.peakStep = M.peakStep;
   st.dataset.peakBytes = M.peakBytes;
   st.dataset.strategies = Array.isArray(P.strategies) ? P.strategies.length : 0;
+  st.dataset.initMs = (t1 - t0).toFixed(1);   // parse, model, lists
+  st.dataset.firstDrawMs = (t2 - t1).toFixed(1);   // the first frame (with the page's layout)
+  st.dataset.drawMs = (t3 - t2).toFixed(1);   // one more frame (what zoom and pan cost)
   st.dataset.ready = '1';
 })();

@@ -177,6 +177,10 @@ void gc_fill_bf16(gc_bf16 *x, long n, float value);
 void gc_adamw_bf16(float *p, gc_bf16 *pcopy, const float *g, float *m, float *v, long n, float lr, float beta1,
                    float beta2, float eps, float wd, int t);
 void gc_cast_bf16(gc_bf16 *out, const float *in, long n);   /* round to nearest even */
+/* attention_cuda.cu: fused attention on bf16 storage, lse fp32 */
+void gc_attention_fwd_bf16(gc_bf16 *y, float *lse, const gc_bf16 *x, const long *geom, float scale);
+void gc_attention_bwd_bf16(gc_bf16 *dx, const gc_bf16 *dy, const gc_bf16 *x, const gc_bf16 *y, const float *lse,
+                           const long *geom, float scale, int acc);
 void gc_cast_f32(float *out, const gc_bf16 *in, long n);
 
 #ifdef __cplusplus

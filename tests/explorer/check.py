@@ -3,9 +3,12 @@
 scripts, against numbers computed here from the plan JSON, independently of
 the page's own code.
 
-  check.py plan PLAN.json DOM.html SHOT.png
+  check.py plan PLAN.json DOM.html SHOT.png [TENSOR QUERY]
+    (the page was opened as plan.html#tensor=TENSOR&q=QUERY)
   check.py diff A.json B.json DOM.html SHOT.png
+  check.py pointer PLAN.json DOM.html   (the DOM of tests/explorer/pointer.html)
 """
+import html
 import json
 import re
 import struct
@@ -124,7 +127,102 @@ def want(what, got, expected):
         fail("%s: page says %s, expected %s" % (what, got, expected))
 
 
-def check_plan(plan_path, dom_path, shot_path):
+def live_step(dom):
+    m = re.search(r'id="live-step">(\d+)<', dom)
+    return int(m.group(1)) if m else None
+
+
+def check_live(plan, bufs, dom, step):
+    """The live list shows exactly the buffers live at step (each as its
+    member live there: the child at a handover), by name."""
+    ts = plan["tensors"]
+    m = re.search(r'id="live-count">(\d+)<', dom)
+    live = [b for b in bufs if b["first"] <= step <= b["last"]]
+    want("live count", m and m.group(1), len(live))
+    expected = set()
+    for b in live:
+        ms = sorted(b["members"], key=lambda i: (ts[i]["first"], i))
+        cur = ms[0]
+        for i in ms:
+            if ts[i]["first"] <= step:
+                cur = i
+        expected.add(cur)
+    rows = re.search(r'<div id="live".*?</table>', dom, re.S).group(0)
+    got = set(int(i) for i in re.findall(r'<tr data-t="(\d+)"', rows))
+    if got != expected:
+        fail("live tensors differ: page only %s, plan only %s" % (sorted(got - expected)[:5], sorted(expected - got)[:5]))
+    names = [s.strip() for s in re.findall(r'<td class="tn">([^<]*)', rows)]
+    for i in expected:
+        if ts[i]["name"] not in names:
+            fail("tensor %s missing from the live list" % ts[i]["name"])
+    m = re.search(r'id="live-sum" data-bytes="(\d+)"', dom)
+    want("live sum", m and m.group(1), sum(b["size"] for b in live))
+    return live
+
+
+def check_pointer(plan_path, dom_path):
+    """tests/explorer/pointer.html drove the page with pointer events."""
+    plan = json.load(open(plan_path))
+    dom = open(dom_path, encoding="utf-8").read()
+    m = re.search(r'<div id="out"([^>]*)>', dom)
+    if not m:
+        fail("no #out in the driver's DOM")
+    out = {k: html.unescape(v) for k, v in re.findall(r'data-([a-z-]+)="([^"]*)"', m.group(1))}
+    if "error" in out or out.get("ready") != "1":
+        fail("the driver failed: %s" % out.get("error"))
+    arena = {t["name"] for t in plan["tensors"] if t["region"] == "arena"}
+    hovered = json.loads(out["hover-names"])
+    bufs = buffers(plan)
+    if len(hovered) < min(10, len(bufs)) or not set(hovered) <= arena:
+        fail("hover showed %d tensors (%s)" % (len(hovered), sorted(set(hovered) - arena)[:5]))
+    want("click selects the hovered tensor", out.get("clicked-name"), out.get("hover-name"))
+    step = live_step(dom)
+    pstep, _ = peak(plan, bufs)
+    if step is None or step == pstep:
+        fail("a click on the x axis did not move the live list (step %s)" % step)
+    live = check_live(plan, bufs, dom, step)
+    print("pointer: hover found %d tensors, click selected %s, axis click: step %d with %d live"
+          % (len(hovered), out["hover-name"], step, len(live)))
+
+
+def check_selection(plan, dom, name, query):
+    """#tensor=NAME selected it: its card with the source line, its producer
+    and its readers (through views too) marked in the schedule; #q=QUERY
+    searched tensor and op names."""
+    ts, sched = plan["tensors"], plan["schedule"]
+    i = [t["id"] for t in ts if t["name"] == name][0]
+    prod = min([s["step"] for s in sched if i in s["outputs"]] or [-1])
+    under, todo = {i}, [i]
+    while todo:
+        j = todo.pop()
+        for t in ts:
+            if t["view_of"] == j and t["id"] not in under:
+                under.add(t["id"])
+                todo.append(t["id"])
+    readers = {s["step"] for s in sched if under & set(s["inputs"])}
+    marks = {}
+    for cls, step in re.findall(r'<div class="(row[^"]*)" data-step="(\d+)"', dom):
+        for c in cls.split()[1:]:
+            marks.setdefault(c, set()).add(int(step))
+    want("producer row", sorted(marks.get("prod", [])), [prod] if prod >= 0 else [])
+    if marks.get("cons", set()) != readers:
+        fail("reader rows %s, expected %s" % (sorted(marks.get("cons", []))[:8], sorted(readers)[:8]))
+    card = re.search(r'<div id="selinfo".*?</p>', dom, re.S).group(0)
+    if ('<div class="tname">%s</div>' % html.escape(name)) not in card:
+        fail("the selected tensor's card is missing")
+    line = plan["source_lines"][ts[i]["src"].rsplit(":", 1)[0]].strip()
+    if html.escape(line, quote=False) not in card or ts[i]["src"] not in card:
+        fail("the card lacks the source line %r" % line)
+    q = query.lower()
+    nt = sum(q in t["name"].lower() for t in ts)
+    no = sum(q in s["name"].lower() or q in s["op"].lower() for s in sched)
+    m = re.search(r'<div id="results"[^>]*><b>(\d+)</b> tensors, <b>(\d+)</b> ops match', dom)
+    want("search matches", m and (m.group(1), m.group(2)), (str(nt), str(no)))
+    print("selection: %s made at step %d, read at %d steps; search %r: %d tensors, %d ops"
+          % (name, prod, len(readers), query, nt, no))
+
+
+def check_plan(plan_path, dom_path, shot_path, name=None, query=None):
     plan = json.load(open(plan_path))
     dom = open(dom_path, encoding="utf-8").read()
     st = stats(dom)
@@ -141,31 +239,16 @@ def check_plan(plan_path, dom_path, shot_path):
     want("peak step", st.get("peak-step"), pstep)
     want("peak bytes", st.get("peak-bytes"), pbytes)
     # the page opens at the peak with the live list shown
-    m = re.search(r'id="live-step">(\d+)<', dom)
-    want("live list step", m and m.group(1), pstep)
-    m = re.search(r'id="live-count">(\d+)<', dom)
-    live = [b for b in bufs if b["first"] <= pstep <= b["last"]]
-    want("live count", m and m.group(1), len(live))
+    want("live list step", live_step(dom), pstep)
+    live = check_live(plan, bufs, dom, pstep)
     m = re.search(r'id="live-sum" data-bytes="(\d+)"', dom)
     want("live sum", m and m.group(1), pbytes)
-    expected = set()
-    for b in live:   # the member live at the step (the child at a handover)
-        ms = sorted(b["members"], key=lambda i: (ts[i]["first"], i))
-        cur = ms[0]
-        for i in ms:
-            if ts[i]["first"] <= pstep:
-                cur = i
-        expected.add(cur)
-    rows = re.search(r'<div id="live".*?</table>', dom, re.S).group(0)
-    got = set(int(i) for i in re.findall(r'<tr data-t="(\d+)"', rows))
-    if got != expected:
-        fail("live tensors differ: page only %s, plan only %s" % (sorted(got - expected)[:5], sorted(expected - got)[:5]))
-    names = [s.strip() for s in re.findall(r'<td class="tn">([^<]*)', rows)]
-    for i in expected:
-        if ts[i]["name"] not in names:
-            fail("tensor %s missing from the live list" % ts[i]["name"])
     steps = set(re.findall(r'<div class="row[^"]*" data-step="(\d+)"', dom))
     want("schedule rows", len(steps), len(plan["schedule"]))
+    if plan["budget_bytes"] is not None:
+        fits = sum(r["bytes"] for r in plan["regions"]) <= plan["budget_bytes"]
+        if not re.search(r'class="mark budget[^"]*"[^>]*><span>budget [^<]*\((%s)\)' % ("fits" if fits else "does not fit"), dom):
+            fail("the regions bar does not mark the budget")
     for s in plan.get("strategies", []):
         if ('<b>%s</b>' % s["name"]) not in dom:
             fail("strategy %s not shown" % s["name"])
@@ -183,6 +266,8 @@ def check_plan(plan_path, dom_path, shot_path):
         fail("the source line of logits is not its definition")
     print("plan page: %d tensors, %d buffers, peak step %d (%d bytes), %d live there"
           % (len(ts), len(bufs), pstep, pbytes, len(live)))
+    if name:
+        check_selection(plan, dom, name, query)
     check_shot(shot_path)
 
 
@@ -201,6 +286,11 @@ def check_diff(a_path, b_path, dom_path, shot_path):
     ta = {t["name"]: t for t in a["tensors"]}
     tb = {t["name"]: t for t in b["tensors"]}
 
+    def lifetime(plan, t):   # the whole schedule counts as one lifetime
+        if t["first"] == 0 and t["last"] == len(plan["schedule"]) - 1:
+            return "all"
+        return (t["first"], t["last"])
+
     def ref(plan, i):
         return None if i is None else plan["tensors"][i]["name"]
 
@@ -210,7 +300,7 @@ def check_diff(a_path, b_path, dom_path, shot_path):
         if y is None:
             continue
         r = x["region"] != y["region"]
-        life = (x["first"], x["last"]) != (y["first"], y["last"])
+        life = lifetime(a, x) != lifetime(b, y)
         sto = (x["bytes"], x["dtype"], ref(a, x["inplace_of"]), ref(a, x["view_of"])) != \
               (y["bytes"], y["dtype"], ref(b, y["inplace_of"]), ref(b, y["view_of"]))
         n["region"] += r
@@ -232,6 +322,8 @@ def check_diff(a_path, b_path, dom_path, shot_path):
 
 if __name__ == "__main__":
     if sys.argv[1] == "plan":
-        check_plan(*sys.argv[2:5])
+        check_plan(*sys.argv[2:7])
+    elif sys.argv[1] == "pointer":
+        check_pointer(*sys.argv[2:4])
     else:
         check_diff(*sys.argv[2:6])

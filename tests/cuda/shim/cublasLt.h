@@ -6,7 +6,9 @@
  * fp32 operands to TF32 first, as the tensor cores do) and checks what the real library
  * would reject: unsupported type mixes, mismatched
  * dimensions, ld < rows, pointers less aligned than the preference promises,
- * a workspace larger than the preference allows. */
+ * a workspace larger than the preference allows, a bias epilogue whose bias
+ * is under 16-byte aligned or less aligned at the call than at the heuristic,
+ * C and D in place with different layouts. */
 #ifndef GCEMU_CUBLASLT_H
 #define GCEMU_CUBLASLT_H
 
@@ -76,6 +78,16 @@ typedef struct {
 } cublasLtMatmulHeuristicResult_t;
 
 inline long gcemu_lt_matmuls = 0;   /* tests: how many cublasLtMatmul calls */
+inline bool gcemu_lt_no_algo = false;   /* tests: the heuristic finds nothing (NOT_SUPPORTED) */
+
+/* Largest power of two <= 256 dividing the address (NULL: 256). */
+inline uint32_t gcemu_lt_align(const void *p)
+{
+    uint32_t a = 256;
+    while (a > 1 && (uintptr_t)p % a)
+        a >>= 1;
+    return a;
+}
 
 /* With $GCEMU_COUNTS set, a program prints at exit what a GPU would have
  * launched: "gcemu: launches N" (kernels + cuBLASLt matmuls + memsets), so a
@@ -211,7 +223,14 @@ inline cublasStatus_t cublasLtMatmulAlgoGetHeuristic(cublasLtHandle_t h, cublasL
     cublasStatus_t s = gcemu_lt_check(d, A, B, C, D);
     if (s != CUBLAS_STATUS_SUCCESS)
         return s;
+    /* the bias epilogue: the heuristic infers the bias alignment from the
+     * pointer (none set: it assumes 256 bytes) and may choose a kernel that
+     * needs 16 (the real library then faults on a less aligned bias; here:
+     * no algorithm) */
+    if (gcemu_lt_no_algo || (d->epilogue == CUBLASLT_EPILOGUE_BIAS && gcemu_lt_align(d->bias) < 16))
+        return CUBLAS_STATUS_NOT_SUPPORTED;
     memset(res, 0, sizeof *res);
+    res->algo.data[5] = d->epilogue == CUBLASLT_EPILOGUE_BIAS ? gcemu_lt_align(d->bias) : 0;
     /* remember the promised alignments in the algo, checked at the call */
     for (int i = 0; i < 4; i++)
         res->algo.data[i] = p->align[i];
@@ -277,6 +296,13 @@ inline cublasStatus_t cublasLtMatmul(cublasLtHandle_t h, cublasLtMatmulDesc_t d,
         if ((uintptr_t)ptrs[i] % algo->data[i] != 0)
             return CUBLAS_STATUS_INVALID_VALUE;
     if (wsbytes > algo->data[4] || (wsbytes && !ws))
+        return CUBLAS_STATUS_INVALID_VALUE;
+    /* a bias less aligned than the one the heuristic saw (a misaligned address on a GPU) */
+    if (d->epilogue == CUBLASLT_EPILOGUE_BIAS && (!d->bias || gcemu_lt_align(d->bias) < algo->data[5]))
+        return CUBLAS_STATUS_INVALID_VALUE;
+    /* in place (C == D): the same layout */
+    if (Cptr == Dptr && (C->type != D->type || C->ld != D->ld || C->rows != D->rows || C->cols != D->cols ||
+                         C->batch != D->batch || C->stride != D->stride))
         return CUBLAS_STATUS_INVALID_VALUE;
     float a = *(const float *)alpha, b = *(const float *)beta;
     uint64_t m = D->rows, n = D->cols, k = d->opa == CUBLAS_OP_N ? A->cols : A->rows;

@@ -1,0 +1,20 @@
+#!/bin/sh
+# One chunk of a long fuzzing campaign (nice -n 19, one target at a time):
+# continues the corpus in CORPUS_DIR, appends "target chunk execs crashes" to
+# LOG. usage: campaign.sh BUILD_FUZZ_DIR TARGET SECONDS CORPUS_DIR LOG
+set -u
+b=$1 t=$2 secs=$3 corpus=$4 log=$5
+src=$(cd "$(dirname "$0")/../.." && pwd)
+mkdir -p "$corpus" "$corpus.art"
+. "$src/tests/fuzz/seeds.sh"
+[ -d "$corpus.seeds" ] || seeds "$t" "$b/tests/fuzz/gen_seeds" "$src" "$corpus.seeds"
+cd "$src"
+start=$(date -u +%FT%TZ)
+ASAN_OPTIONS=detect_leaks=1 nice -n 19 "$b/tests/fuzz/fuzz_$t" "$corpus" "$corpus.seeds" "tests/fuzz/regress/$t" \
+    -max_total_time="$secs" -timeout=10 -rss_limit_mb=2048 -max_len=65536 -print_final_stats=1 \
+    -artifact_prefix="$corpus.art/" >"$corpus.last.log" 2>&1
+rc=$?
+execs=$(grep 'stat::number_of_executed_units' "$corpus.last.log" | awk '{print $2}')
+crashes=$(ls "$corpus.art" | wc -l)
+echo "$t $start ${secs}s execs=${execs:-?} exit=$rc crashes=$crashes" >>"$log"
+tail -1 "$log"
