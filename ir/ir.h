@@ -183,6 +183,8 @@ typedef struct Graph {
     size_t region_lower_bound[RG_COUNT];
     int no_reuse;               /* --no-reuse: every tensor its own storage */
     const char *schedule_name;  /* which schedule was used, for the plan */
+    int micro_batches;          /* the step runs the fwd/bwd ops this many times (0, 1: once);
+                                   passes/microbatch.c */
     /* fusions that fired (passes/fuse*.c, for plan-text): per kind, how many
        and the elements of tensors they took out of the plan (net) */
     struct { const char *kind; int count; double elems; } fused[8];
@@ -233,7 +235,8 @@ int op_param_refresh(const Graph *g, const Op *op);
 #define OP_UPDATE_GROUP_MAX 16
 int op_update_group_len(const Graph *g, int k);
 /* Launches and bytes moved (op_bytes) per step of the schedule, by phase;
- * parameter refreshes are not counted, an update group is one launch. */
+ * parameter refreshes are not counted, an update group is one launch; the fwd, bwd and
+ * recompute ops count once per micro-batch. */
 void graph_step_traffic(const Graph *g, long launches[PH_COUNT], double bytes[PH_COUNT]);
 /* 1 when output 0 of op may take the storage of input i (the kernel is
  * written to allow out == in[i]); never for accumulating outputs. */

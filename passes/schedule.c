@@ -2,13 +2,17 @@
  *
  * plain:     forward ops, backward ops, then every optimizer update, each in
  *            creation order (creation order is a valid topological order).
+ *            Recompute ops (created last) are ordered as if they had the id
+ *            of the first op that reads them: each runs just before the
+ *            backward needs it.
  * fused-opt: forward and backward as above, but each parameter's AdamW update
  *            runs right after the last op that touches the parameter (its
  *            bf16 copy too) or its gradient. A gradient then dies at its
  *            update, so parameter gradients move from the persistent grads
  *            region into the arena, where the planner overlaps them: they
- *            never all coexist. The updates of one layer (op->layer, set by
- *            split_updates) wait for the layer's last such op and run
+ *            never all coexist (not with micro-batches, which accumulate
+ *            gradients across steps). The updates of one layer (op->layer,
+ *            set by split_updates) wait for the layer's last such op and run
  *            together, as one multi-tensor launch (op_update_group_len).
  */
 #include "passes.h"
@@ -77,6 +81,41 @@ static void add_edge(Deps *d, int a, int b)
     d->indeg[b]++;
 }
 
+/* The order key of each op: its id, but a recompute op takes the smallest
+ * key of the ops that read its outputs (transitively), so it runs right
+ * before the first op that needs it rather than whenever nothing else is
+ * ready. */
+static int *recompute_priorities(const Graph *g, const int *ops, int n, const char *member)
+{
+    int *prio = xmalloc((size_t)g->nops * sizeof(int)), any = 0;
+    for (int o = 0; o < g->nops; o++) {
+        prio[o] = g->ops[o].phase == PH_RECOMPUTE && member[o] ? g->nops : o;
+        any |= prio[o] == g->nops;
+    }
+    for (int changed = 1; changed;) {
+        changed = 0;
+        for (int k = 0; k < n; k++) {
+            const Op *op = &g->ops[ops[k]];
+            for (int i = 0; i < op->nin; i++) {
+                int p = g->t[graph_root(g, op->in[i], NULL)].producer;
+                if (p >= 0 && member[p] && g->ops[p].phase == PH_RECOMPUTE && prio[op->id] < prio[p]) {
+                    prio[p] = prio[op->id];
+                    changed = 1;
+                }
+            }
+        }
+    }
+    for (int k = 0; k < n; k++)
+        if (prio[ops[k]] == g->nops)   /* read by nothing scheduled */
+            prio[ops[k]] = ops[k];
+    /* with recompute ops, forward ops (some made by fusion, with large ids)
+     * all come first: bit 30 ranks the others after them */
+    for (int k = 0; any && k < n; k++)
+        if (g->ops[ops[k]].phase != PH_FWD)
+            prio[ops[k]] |= 1 << 30;
+    return prio;
+}
+
 /* Orders ops[0..n) (ids, ascending) topologically; writes the order to out. */
 static void topo_order(const Graph *g, const int *ops, int n, int *out)
 {
@@ -114,26 +153,28 @@ static void topo_order(const Graph *g, const int *ops, int n, int *out)
             last_w[r] = op->id;
         }
     }
-    /* Kahn's algorithm, smallest ready id first (a binary heap) */
-    int *heap = xmalloc((size_t)(n + 1) * sizeof(int)), nh = 0, nout = 0;
+    /* Kahn's algorithm, smallest ready (priority, id) first (a binary heap) */
+    long long *heap = xmalloc((size_t)(n + 1) * sizeof *heap);
+    int nh = 0, nout = 0;
     char *member = xcalloc((size_t)g->nops, 1);
     for (int k = 0; k < n; k++)
         member[ops[k]] = 1;
-#define PUSH(x) do { int i_ = nh++; heap[i_] = (x); \
-        while (i_ && heap[(i_ - 1) / 2] > heap[i_]) { int p_ = (i_ - 1) / 2, t_ = heap[p_]; \
+    int *prio = recompute_priorities(g, ops, n, member);
+#define PUSH(x) do { int i_ = nh++; heap[i_] = (long long)prio[x] << 32 | (x); /* (priority, id) */ \
+        while (i_ && heap[(i_ - 1) / 2] > heap[i_]) { int p_ = (i_ - 1) / 2; long long t_ = heap[p_]; \
             heap[p_] = heap[i_]; heap[i_] = t_; i_ = p_; } } while (0)
     for (int k = 0; k < n; k++)
         if (d.indeg[ops[k]] == 0)
             PUSH(ops[k]);
     while (nh) {
-        int top = heap[0];
+        int top = (int)(heap[0] & 0xffffffff);
         heap[0] = heap[--nh];
         for (int i = 0;;) {     /* sift down */
             int l = 2 * i + 1, r = l + 1, m = i;
             if (l < nh && heap[l] < heap[m]) m = l;
             if (r < nh && heap[r] < heap[m]) m = r;
             if (m == i) break;
-            int t = heap[m]; heap[m] = heap[i]; heap[i] = t; i = m;
+            long long t = heap[m]; heap[m] = heap[i]; heap[i] = t; i = m;
         }
         out[nout++] = top;
         for (int e = d.head[top]; e >= 0; e = d.next[e])
@@ -149,6 +190,7 @@ static void topo_order(const Graph *g, const int *ops, int n, int *out)
     free(nreaders);
     free(last_w);
     free(heap);
+    free(prio);
     free(member);
     free(d.head);
     free(d.indeg);
@@ -164,7 +206,8 @@ void pass_schedule(Graph *g, ScheduleKind kind)
     int *fb = xmalloc((size_t)g->nops * sizeof(int)), nfb = 0;
     int *opt = xmalloc((size_t)g->nops * sizeof(int)), nopt = 0;
     for (int o = 0; o < g->nops; o++)
-        if (!g->ops[o].dead && (g->ops[o].phase == PH_FWD || g->ops[o].phase == PH_BWD))
+        if (!g->ops[o].dead && (g->ops[o].phase == PH_FWD || g->ops[o].phase == PH_BWD ||
+                                g->ops[o].phase == PH_RECOMPUTE))
             fb[nfb++] = o;
     int *ordered = xmalloc((size_t)(nfb ? nfb : 1) * sizeof(int));
     topo_order(g, fb, nfb, ordered);
@@ -221,7 +264,8 @@ void pass_schedule(Graph *g, ScheduleKind kind)
         free(next);
         free(last);
         g->schedule_name = "fused-opt";
-        for (int t = 0; t < g->nt; t++)          /* gradients (and their views) */
+        for (int t = 0; t < g->nt && g->micro_batches <= 1; t++)   /* gradients (and their views);
+                                                  accumulated over micro-batches, they stay */
             if (g->t[t].region == RG_GRADS)
                 g->t[t].region = RG_ARENA;
     }

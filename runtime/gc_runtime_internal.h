@@ -242,8 +242,14 @@ typedef struct {
     const unsigned char *resume_optstate;  /* its optimizer state, uploaded once */
 } gcrt_run;
 
-/* The host batch (inputs, targets) into the arena's tokens and targets. */
+/* Micro-batches per step (gc_program.micro_batches, at least 1). */
+int gcrt_micro_batches(const gc_program *p);
+/* The host batch's first micro-batch (all of it when there is one) into the
+ * arena's tokens and targets. */
 void gcrt_upload_batch(gcrt_run *st);
+/* The given phases on the host batch: one run per micro-batch, each on its
+ * rows, the optimizer only with the last; returns the mean loss. */
+float gcrt_run_step(gcrt_run *st, int phases);
 /* Waits for the device and returns the loss the step left in the arena. */
 float gcrt_read_loss(gcrt_run *st);
 /* Next batch of sh, then the given phases (GC_PHASE_*); returns the loss. */

@@ -58,9 +58,7 @@ static double loss_at(gcrt_run *st, long k, float v)
 {
     gc_device_upload(st->ctx.region[GC_REGION_PARAMS] + (size_t)k * 4, &v, 4);
     st->prog->run(&st->ctx, GC_PHASE_PARAMS);
-    gcrt_upload_batch(st);
-    st->prog->run(&st->ctx, GC_PHASE_FWD);
-    return gcrt_read_loss(st);
+    return gcrt_run_step(st, GC_PHASE_FWD);
 }
 
 /* Central difference with the step the float parameter really took; the

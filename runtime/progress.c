@@ -104,6 +104,9 @@ void gcrt_print_header(const gc_program *p)
     for (int i = 0; i < 8; i++)
         if (dims[i])
             printf(" %s=%ld", names[i], dims[i]);
+    if (gcrt_micro_batches(p) > 1)
+        printf(" | %d micro-batches of B rows per step (batch %ld rows)", gcrt_micro_batches(p),
+               p->B * gcrt_micro_batches(p));
     printf("\nparameters: %s in %d tensors\n", grouped(p->nparam_elems, b1, sizeof b1), p->nparams);
     printf("plan: %s\n", p->plan_summary ? p->plan_summary : "-");
     printf("memory: %s bytes in regions params %zu | grads %zu | optstate %zu | arena %zu\n",

@@ -197,13 +197,18 @@ static void release(gcrt_run *st)
 
 /* ---------------------------------------------------------------- one step */
 
-void gcrt_upload_batch(gcrt_run *st)
+int gcrt_micro_batches(const gc_program *p) { return p->micro_batches > 1 ? p->micro_batches : 1; }
+
+/* Micro-batch k's rows of the host batch into the arena. */
+static void upload_micro(gcrt_run *st, int k)
 {
     char *arena = st->ctx.region[GC_REGION_ARENA];
-    size_t bytes = (size_t)st->BT * sizeof(int32_t);
-    gc_device_upload(arena + st->prog->tokens_off, st->inputs, bytes);
-    gc_device_upload(arena + st->prog->targets_off, st->targets, bytes);
+    size_t n = (size_t)(st->BT / gcrt_micro_batches(st->prog)), bytes = n * sizeof(int32_t);
+    gc_device_upload(arena + st->prog->tokens_off, st->inputs + (size_t)k * n, bytes);
+    gc_device_upload(arena + st->prog->targets_off, st->targets + (size_t)k * n, bytes);
 }
+
+void gcrt_upload_batch(gcrt_run *st) { upload_micro(st, 0); }
 
 float gcrt_read_loss(gcrt_run *st)
 {
@@ -213,13 +218,31 @@ float gcrt_read_loss(gcrt_run *st)
     return loss;
 }
 
+float gcrt_run_step(gcrt_run *st, int phases)
+{
+    int K = gcrt_micro_batches(st->prog);
+    if (K == 1) {
+        upload_micro(st, 0);
+        st->ctx.micro = 0;
+        st->prog->run(&st->ctx, phases);
+        return gcrt_read_loss(st);
+    }
+    double sum = 0;
+    for (int k = 0; k < K; k++) {
+        upload_micro(st, k);
+        st->ctx.micro = k;
+        st->prog->run(&st->ctx, k == K - 1 ? phases : phases & ~GC_PHASE_OPT);
+        sum += gcrt_read_loss(st);
+    }
+    st->ctx.micro = 0;
+    return (float)(sum / K);
+}
+
 /* Next batch of sh, then the given phases; returns the loss. */
 float gcrt_run_batch(gcrt_run *st, gcrt_shard *sh, int phases)
 {
     gcrt_shard_next(sh, st->inputs, st->targets, st->BT);
-    gcrt_upload_batch(st);
-    st->prog->run(&st->ctx, phases);
-    return gcrt_read_loss(st);
+    return gcrt_run_step(st, phases);
 }
 
 /* Mean forward loss over the first --val-batches batches of the val shard. */
@@ -280,9 +303,8 @@ static void run_step(gcrt_run *st, gcrt_step_info *si)
     float *grads = (float *)st->ctx.region[GC_REGION_GRADS];
     si->gnorm = NAN;
     si->skipped = 0;
-    if (has_grads(p)) {
-        p->run(&st->ctx, GC_PHASE_FWD | GC_PHASE_BWD);
-        si->loss = gcrt_read_loss(st);
+    if (has_grads(p)) {   /* also every program with micro-batches */
+        si->loss = gcrt_run_step(st, GC_PHASE_FWD | GC_PHASE_BWD);
         si->gnorm = sqrt(gc_device_sumsq(grads, p->nparam_elems));
         if (st->o.skip_nonfinite && !(isfinite(si->loss) && isfinite(si->gnorm))) {
             si->skipped = 1;
@@ -296,8 +318,7 @@ static void run_step(gcrt_run *st, gcrt_step_info *si)
         return;
     }
     if (st->o.skip_nonfinite) {
-        p->run(&st->ctx, GC_PHASE_FWD);
-        si->loss = gcrt_read_loss(st);
+        si->loss = gcrt_run_step(st, GC_PHASE_FWD);   /* one micro-batch: the whole batch stays uploaded */
         if (!isfinite(si->loss)) {
             si->skipped = 1;
             return;
@@ -306,8 +327,7 @@ static void run_step(gcrt_run *st, gcrt_step_info *si)
         gc_device_sync();
         return;
     }
-    p->run(&st->ctx, GC_PHASE_FWD | GC_PHASE_BWD | GC_PHASE_OPT);
-    si->loss = gcrt_read_loss(st);
+    si->loss = gcrt_run_step(st, GC_PHASE_FWD | GC_PHASE_BWD | GC_PHASE_OPT);
 }
 
 /* A non-finite loss or gradient norm without --skip-nonfinite: the run stops. */
@@ -345,7 +365,6 @@ static int train(gcrt_run *st, int *stopped)
         st->ctx.prof = st->prof;
         if (gcrt_data_next(st, &si.shard, &si.batch))
             return 1;
-        gcrt_upload_batch(st);
         run_step(st, &si);
         si.ms = gcrt_now_ms() - t0;
         st->ctx.prof = NULL;
@@ -434,7 +453,7 @@ int gc_main(int argc, char **argv, const gc_program *prog)
     int rc = gcrt_parse_flags(&st.o, argc, argv, prog);
     if (rc != GCRT_PARSE_RUN)
         return rc;
-    st.BT = prog->B * prog->T;
+    st.BT = prog->B * prog->T * gcrt_micro_batches(prog);   /* B: the micro-batch's rows */
     st.first_step = 1;
     rc = run_program(&st);
     fflush(stdout);
