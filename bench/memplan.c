@@ -69,7 +69,7 @@ static double llmc_acts_bytes(long B, long T, long L, long NH, long C, long Vp)
 }
 
 static Graph *build(const Model *m, long B, long T, const char *graph, ScheduleKind sk,
-                    int synthetic)
+                    int synthetic, int fuse)
 {
 #ifdef GC_HAVE_FRONTEND
     if (!synthetic) {
@@ -86,6 +86,11 @@ static Graph *build(const Model *m, long B, long T, const char *graph, ScheduleK
         if (!g)
             return NULL;
         pass_autodiff(g);
+        if (fuse) {                     /* as the driver does by default */
+            pass_fuse(g);
+            pass_fuse_attention(g);
+            pass_fuse_classifier(g, 1024);   /* the CPU target's default */
+        }
         if (sk == SCHED_FUSED_OPT)      /* as the driver does: per-layer updates */
             pass_split_updates(g);
         pass_schedule(g, sk);
@@ -96,11 +101,31 @@ static Graph *build(const Model *m, long B, long T, const char *graph, ScheduleK
     (void)sk;
     (void)synthetic;
 #endif
+    (void)fuse;
     Gpt2Dims d = {B, T, 1024, 50257, 50304, m->L, m->NH, m->C};
     return gpt2_synth(&d);
 }
 
 /* --show: one shape's plan as text (stdout), JSON and SVG. */
+static int fuse_default = 1;   /* --show: with the default fusions (--no-fuse: without) */
+
+/* Arena bytes of g planned; *big: planned tensors of B*NH*T*T or B*T*Vp
+ * elements (the attention scores and the logits). */
+static size_t plan_fused(Graph *g, long B, long T, long NH, int *big)
+{
+    fill_liveness(g);
+    pass_memplan(g);
+    *big = 0;
+    for (int i = 0; i < g->nt; i++) {
+        const Tensor *t = &g->t[i];
+        long last = t->rank ? t->shape[t->rank - 1] : 0, prev = t->rank > 1 ? t->shape[t->rank - 2] : 0;
+        if (t->view_of < 0 && t->first >= 0 &&
+            ((t->numel == B * NH * T * T && last == T && prev == T) || (t->numel == B * T * 50304 && last == 50304)))
+            (*big)++;
+    }
+    return g->region_bytes[RG_ARENA];
+}
+
 static int show(const char *model, long B, long T, const char *graph, ScheduleKind sk,
                 int synthetic, const char *prefix)
 {
@@ -112,7 +137,7 @@ static int show(const char *model, long B, long T, const char *graph, ScheduleKi
         fprintf(stderr, "memplan_bench: unknown model %s\n", model);
         return 2;
     }
-    Graph *g = build(m, B, T, graph, sk, synthetic);
+    Graph *g = build(m, B, T, graph, sk, synthetic, fuse_default);
     if (!g)
         return 1;
     fill_liveness(g);
@@ -120,7 +145,7 @@ static int show(const char *model, long B, long T, const char *graph, ScheduleKi
     char err[512], path[1024];
     if (plan_check(g, err, sizeof err))
         fprintf(stderr, "plan_check: %s\n", err);
-    EmitOptions eo = {"cpu", "fp32", 0, 0};
+    EmitOptions eo = {"cpu", "fp32", 0, 0, 0};
     emit_plan_text(stdout, g, &eo);
     snprintf(path, sizeof path, "%s.json", prefix);
     FILE *f = fopen(path, "w");
@@ -150,6 +175,8 @@ int main(int argc, char **argv)
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--synthetic"))
             synthetic = 1;
+        else if (!strcmp(argv[i], "--no-fuse"))
+            fuse_default = 0;
         else if (!strcmp(argv[i], "--graph") && i + 1 < argc)
             graph = argv[++i];
         else if (!strcmp(argv[i], "--show") && i + 4 < argc) {
@@ -162,7 +189,7 @@ int main(int argc, char **argv)
             sk = !strcmp(argv[++i], "fused") ? SCHED_FUSED_OPT : SCHED_PLAIN;
         else {
             fprintf(stderr, "usage: memplan_bench [--synthetic] [--graph FILE] "
-                    "[--sched plain|fused] [--show MODEL B T PREFIX]\n");
+                    "[--sched plain|fused] [--no-fuse] [--show MODEL B T PREFIX]\n");
             return 2;
         }
     }
@@ -170,11 +197,13 @@ int main(int argc, char **argv)
     synthetic = 1;
 #endif
     printf("graph: %s\n", synthetic ? "synthetic (tests/plan/gpt2_synth.c)" : graph);
-    printf("%-11s %3s %5s %6s | %9s %9s %9s %9s %9s %7s | %9s %9s | %5s %5s %7s\n", "model", "B",
+    printf("unfused: --no-fuse; fused: the default fusions of the CPU target (bias, attention, classifier); big: planned tensors of\n"
+           "B*NH*T*T or B*T*Vp elements left in the fused plan\n");
+    printf("%-11s %3s %5s %6s | %9s %9s %9s %9s %9s %7s | %9s %9s | %5s %5s %7s | %9s %6s %3s\n", "model", "B",
            "T", "tensors", "params", "grads", "optstate", "arena", "bound", "ratio",
-           "no-reuse", "llm.c", "liv", "plan", "check");
-    printf("%-11s %3s %5s %6s | %9s %9s %9s %9s %9s %7s | %9s %9s | %5s %5s %7s\n", "", "", "",
-           "", "MiB", "MiB", "MiB", "MiB", "MiB", "", "MiB", "MiB", "ms", "ms", "ms");
+           "no-reuse", "llm.c", "liv", "plan", "check", "fused", "/unfu", "big");
+    printf("%-11s %3s %5s %6s | %9s %9s %9s %9s %9s %7s | %9s %9s | %5s %5s %7s | %9s %6s %3s\n", "", "", "",
+           "", "MiB", "MiB", "MiB", "MiB", "MiB", "", "MiB", "MiB", "ms", "ms", "ms", "MiB", "", "");
     static const long Bs[] = {1, 8, 32}, Ts[] = {128, 1024};
     /* shapes: first the CPU benchmark's (124M, B=4, T=64), then the grid */
     struct { const Model *m; long B, T; } shapes[64];
@@ -190,7 +219,7 @@ int main(int argc, char **argv)
             {
                 const Model *m = shapes[si].m;
                 long B = shapes[si].B, T = shapes[si].T;
-                Graph *g = build(m, B, T, graph, sk, synthetic);
+                Graph *g = build(m, B, T, graph, sk, synthetic, 0);
                 if (!g) {
                     fprintf(stderr, "memplan_bench: %s B=%ld T=%ld: build failed\n", m->name, B,
                             T);
@@ -228,10 +257,23 @@ int main(int argc, char **argv)
                 mib(c[5], 32, (double)nr);
                 mib(c[6], 32, llmc_acts_bytes(B, T, m->L, m->NH, m->C, 50304));
                 printf("%-11s %3ld %5ld %6d | %9s %9s %9s %9s %9s %7.4f | %9s %9s | %5.1f %5.1f "
-                       "%7.1f\n", m->name + 5, B, T, g->nt, c[0], c[1], c[2], c[3], c[4], ratio,
+                       "%7.1f", m->name + 5, B, T, g->nt, c[0], c[1], c[2], c[3], c[4], ratio,
                        c[5], c[6], 1e3 * (t1 - t0), 1e3 * (t2 - t1), 1e3 * (t3 - t2));
-                fflush(stdout);
+                size_t unfused = g->region_bytes[RG_ARENA];
                 graph_free(g);
+                if (!synthetic && (g = build(m, B, T, graph, sk, synthetic, 1)) != NULL) {
+                    int big;
+                    size_t fused = plan_fused(g, B, T, m->NH, &big);
+                    if (plan_check(g, err, sizeof err)) {
+                        fprintf(stderr, "memplan_bench: fused %s B=%ld T=%ld: plan_check: %s\n", m->name, B, T, err);
+                        bad = 1;
+                    }
+                    mib(c[7], 32, (double)fused);
+                    printf(" | %9s %6.3f %3d", c[7], (double)fused / (double)unfused, big);
+                    graph_free(g);
+                }
+                printf("\n");
+                fflush(stdout);
             }
     }
     printf("worst arena / lower bound: %.4f (target <= 1.01, limit 1.02)\n", worst);

@@ -2,6 +2,8 @@
  *
  * Sections by file:
  *   plan_json.c   --emit plan       (jansson; schema in docs/plan.md)
+ *   plan_strategies.c  the plan's "strategies" section (what fusion, … did)
+ *   plan_html.c   --emit plan-html, --emit plan-diff (pages from codegen/web/)
  *   plan_text.c   --emit plan-text  (regions, peak step, bytes by kind, largest tensors)
  *   plan_svg.c    --emit plan-svg   (x = step, y = offset, one rectangle per tensor)
  *   expr.c        elementwise expressions shared by the C and CUDA emitters
@@ -13,18 +15,54 @@
 
 #include <stddef.h>
 #include <stdio.h>
+#include <jansson.h>
 #include "ir.h"
+
+/* Device memory a CUDA program needs beyond its plan: the CUDA context, the
+ * kernel images, the cuBLASLt handle and the kernels it loads lazily at the
+ * first matmul. Stated, not measured here: the --mem check adds it to the
+ * plan, the emitted program adds it to the plan before it compares with the
+ * device's free memory, and prints what it measures after its first step
+ * (cudaMemGetInfo); tests/gpu/run.sh records that on the first GPU lent. */
+#define GC_CUDA_RESERVE_BYTES ((size_t)768 << 20)
 
 typedef struct EmitOptions {
     const char *target;      /* "cpu" | "cuda" */
     const char *precision;   /* "fp32" | "bf16" */
     size_t budget_bytes;     /* 0 = none */
     int poison;              /* emit NaN poisoning at the end of each lifetime */
+    int no_tf32;             /* cuda: fp32 matmuls on the fp32 units, not TF32 (--no-tf32) */
 } EmitOptions;
 
 /* ---------------------------------------------------------------- plan_json.c */
 /* Writes the plan as JSON. Returns 0, or -1 on a write error. */
 int emit_plan_json(FILE *f, const Graph *g, const EmitOptions *opt);
+/* The same plan as a new JSON object (the caller owns it). */
+json_t *plan_json(const Graph *g, const EmitOptions *opt);
+
+/* ---------------------------------------------------------------- plan_strategies.c */
+/* The "strategies" array: one object per memory/speed strategy the compiler
+ * considered ({name, applied, summary, saved_bytes, details}; docs/plan.md). */
+json_t *plan_strategies_json(const Graph *g);
+
+/* ---------------------------------------------------------------- plan_html.c */
+/* --emit plan-html: the plan explorer page (one self-contained file).
+ * Returns 0, or -1 on a write error. */
+int emit_plan_html(FILE *f, const Graph *g, const EmitOptions *opt);
+/* Reads and checks a plan JSON file for --emit plan-diff. NULL after writing
+ * a one-line reason into err. */
+json_t *plan_diff_load(const char *path, char *err, size_t errlen);
+/* 0 when a and b are plans of the same graph, else -1 and a reason in err. */
+int plan_diff_check(const json_t *a, const json_t *b, char *err, size_t errlen);
+/* --emit plan-diff: the page comparing plan a (named name_a) with plan b. */
+int emit_plan_diff(FILE *f, json_t *a, const char *name_a, json_t *b, const char *name_b);
+
+/* ---------------------------------------------------------------- web (generated) */
+/* codegen/web/ files embedded by cmake/embed.cmake: bytes, a 0, and length. */
+extern const unsigned char gc_web_plan_html[], gc_web_diff_html[], gc_web_explorer_css[],
+    gc_web_common_js[], gc_web_plan_js[], gc_web_diff_js[];
+extern const size_t gc_web_plan_html_len, gc_web_diff_html_len, gc_web_explorer_css_len,
+    gc_web_common_js_len, gc_web_plan_js_len, gc_web_diff_js_len;
 
 /* ---------------------------------------------------------------- plan_text.c */
 void emit_plan_text(FILE *f, const Graph *g, const EmitOptions *opt);

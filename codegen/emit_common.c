@@ -1,6 +1,7 @@
 /* emit_common.c — what the C and CUDA emitters share: tensor addresses,
  * runtime kernel calls (same names and signatures on both targets), the
  * program description, NaN poisoning and the --profile categories. */
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -56,7 +57,7 @@ static int primary(const Op *op)
 {
     switch (op->kind) {
     case OP_CROSS_ENTROPY: return op->in[0];    /* logits; the loss stays fp32 */
-    case OP_ADAMW: return op->in[1];            /* the gradient; masters stay fp32 */
+    case OP_ADAMW: case OP_ADAMW_BF16: return op->in[1];   /* the gradient; masters stay fp32 */
     default: return op->nout ? op->out[0] : op->in[0];
     }
 }
@@ -86,6 +87,21 @@ static void call_head(FILE *f, const Graph *g, const char *fn, const Op *op, con
 }
 
 static long last_dim(const Tensor *t) { return t->rank ? t->shape[t->rank - 1] : 1; }
+
+/* "{p, pcopy or NULL, g, m, v, n, wd}," of one update (gc_adamw_tensor) */
+static void emit_update_tensor(FILE *f, const Graph *g, const Op *op)
+{
+    fputs("{", f);
+    for (int i = 0; i < 5; i++) {
+        int t = i == 0 ? op->in[0] : i == 1 ? (op->nin > 4 ? op->in[4] : -1) : op->in[i - 1];
+        if (t < 0)
+            fputs("NULL", f);
+        else
+            emit_tensor_ptr(f, g, t);
+        fputs(", ", f);
+    }
+    fprintf(f, "%ldL, %s},", g->t[op->in[0]].numel, op->attr[0] != 0 ? "ctx->weight_decay" : "0.0f");
+}
 
 void emit_kernel_call(FILE *f, const Graph *g, const Op *op)
 {
@@ -174,15 +190,32 @@ void emit_kernel_call(FILE *f, const Graph *g, const Op *op)
         emit_tensor_ptr(f, g, op->out[0]);
         fprintf(f, ", %ldL, %.9ef);\n", out0->numel, op->attr[0]);
         return;
-    case OP_ADAMW:
-        fprintf(f, "gc_adamw%s(", variant(g, op));
-        for (int i = 0; i < 4; i++) {
-            emit_tensor_ptr(f, g, op->in[i]);
-            fputs(", ", f);
-        }
-        fprintf(f, "%ldL, ctx->lr, ctx->beta1, ctx->beta2, ctx->eps, %s, ctx->t);\n", in0->numel,
-                op->attr[0] != 0 ? "ctx->weight_decay" : "0.0f");
+    case OP_ADAMW: case OP_ADAMW_BF16:   /* one tensor; emit_step_body groups them */
+        fprintf(f, "{ const gc_adamw_tensor u[] = {");
+        emit_update_tensor(f, g, op);
+        fprintf(f, "}; gc_adamw_multi(u, 1, ctx->lr, ctx->beta1, ctx->beta2, ctx->eps, ctx->t); }\n");
         return;
+    case OP_CLASSIFIER: {
+        const Tensor *w = &g->t[op->in[1]];
+        call_head(f, g, "gc_classifier", op, NULL, 0);
+        fprintf(f, ", %ldL, %ldL, %ldL, %ldL, %ldL, %d);\n", in0->numel / w->shape[1], w->shape[1], w->shape[0],
+                (long)op->attr[0], (long)op->attr[1], op->acc);
+        return;
+    }
+    case OP_ATTENTION: case OP_ATTENTION_BWD: {
+        long geom[12];
+        op_attention_geom(g, op, geom);
+        fprintf(f, "{ static const long geom[] = {");
+        for (int i = 0; i < 12; i++)
+            fprintf(f, "%s%ldL", i ? ", " : "", geom[i]);
+        fprintf(f, "}; ");
+        call_head(f, g, op->kind == OP_ATTENTION ? "gc_attention_fwd" : "gc_attention_bwd", op, NULL, 0);
+        if (op->kind == OP_ATTENTION)
+            fprintf(f, ", geom, %.9ef); }\n", op->attr[0]);
+        else
+            fprintf(f, ", geom, %.9ef, %d); }\n", op->attr[0], op->acc);
+        return;
+    }
     default:
         IR_BUG("no kernel call for %s", op_info[op->kind].name);
     }
@@ -263,7 +296,8 @@ static void prof_table(const Graph *g, ProfTable *pt)
     for (int k = 0; k < g->nsched; k++) {
         const Op *op = &g->ops[g->sched[k]];
         pt->cat[k] = -1;
-        if (op_info[op->kind].cls == OPC_VIEW)
+        if (op_info[op->kind].cls == OPC_VIEW || op_param_refresh(g, op) ||
+            ((op->kind == OP_ADAMW || op->kind == OP_ADAMW_BF16) && op_update_group_len(g, k) == 0))
             continue;
         char label[PROF_LABEL];
         prof_label(label, sizeof label, g, op);
@@ -302,6 +336,34 @@ static void emit_prof_tables(FILE *f, const Graph *g)
     fprintf(f, "\n    0,\n};\n\n");
     fprintf(f, "#define PROF_N %d\n\n", pt.n);
     prof_free(&pt);
+}
+
+/* FNV-1a over the bytes of n objects, continuing from h. */
+static uint64_t fnv(uint64_t h, const void *p, size_t n)
+{
+    const unsigned char *b = p;
+    for (size_t i = 0; i < n; i++)
+        h = (h ^ b[i]) * 0x100000001b3ull;
+    return h;
+}
+
+/* The part of the plan a training state depends on: every parameter and
+ * optimizer-state tensor (name, region, offset, bytes), the sizes of the
+ * params and optstate regions and the precision. A resumed run refuses a
+ * state written by a program whose hash differs. */
+static uint64_t state_hash(const Graph *g, const EmitOptions *opt)
+{
+    uint64_t h = fnv(0xcbf29ce484222325ull, opt->precision, strlen(opt->precision));
+    h = fnv(h, &g->region_bytes[RG_PARAMS], sizeof g->region_bytes[0]);
+    h = fnv(h, &g->region_bytes[RG_OPTSTATE], sizeof g->region_bytes[0]);
+    for (int t = 0; t < g->nt; t++) {
+        const Tensor *x = &g->t[t];
+        if (x->view_of >= 0 || (x->region != RG_PARAMS && x->region != RG_OPTSTATE))
+            continue;
+        uint64_t rec[3] = {(uint64_t)x->region, (uint64_t)x->offset, (uint64_t)x->bytes};
+        h = fnv(fnv(h, x->name, strlen(x->name) + 1), rec, sizeof rec);
+    }
+    return h;
 }
 
 void emit_program_struct(FILE *f, const Graph *g, const EmitOptions *opt)
@@ -351,11 +413,13 @@ void emit_program_struct(FILE *f, const Graph *g, const EmitOptions *opt)
             logits >= 0 ? g->t[logits].offset : 0,
             logits >= 0 ? g->t[logits].shape[g->t[logits].rank - 1] : 0);
     fprintf(f, "    .flops_per_step = %.6e,\n", flops);
+    fprintf(f, "    .device_reserve_bytes = %zuu,\n", strcmp(opt->target, "cuda") ? (size_t)0 : GC_CUDA_RESERVE_BYTES);
     fprintf(f, "    .lr = %.9ef, .beta1 = %.9ef, .beta2 = %.9ef, .eps = %.9ef, .weight_decay = %.9ef,\n", g->lr,
             g->beta1, g->beta2, g->eps, g->weight_decay);
     fprintf(f, "    .nprof = PROF_N,\n    .prof_label = PROF_LABEL,\n    .prof_calls = PROF_CALLS,\n"
                "    .prof_flops = PROF_FLOPS,\n");
-    fprintf(f, "    .run = run,\n};\n");
+    fprintf(f, "    .run = run,\n");
+    fprintf(f, "    .state_hash = 0x%016llxull,\n};\n", (unsigned long long)state_hash(g, opt));
 }
 
 void emit_each_ew(FILE *f, const Graph *g, void (*define)(FILE *, const Graph *, const Op *))
@@ -401,6 +465,19 @@ static const char *phase_flag(Phase p)
     return p == PH_OPT ? "GC_PHASE_OPT" : p == PH_BWD ? "GC_PHASE_BWD" : "GC_PHASE_FWD";
 }
 
+/* The updates at schedule positions k .. k+n-1 as one multi-tensor call. */
+static void emit_update_group(FILE *f, const Graph *g, int k, int n)
+{
+    fprintf(f, "{\n            const gc_adamw_tensor u[] = {\n");
+    for (int i = 0; i < n; i++) {
+        fputs("                ", f);
+        emit_update_tensor(f, g, &g->ops[g->sched[k + i]]);
+        fputc('\n', f);
+    }
+    fprintf(f, "            };\n            gc_adamw_multi(u, %d, ctx->lr, ctx->beta1, ctx->beta2, ctx->eps, ctx->t);\n"
+               "        }\n", n);
+}
+
 void emit_step_body(FILE *f, const Graph *g, const EmitOptions *opt)
 {
     int *poison_at = xmalloc((size_t)(g->nsched + 1) * sizeof(int)), *next = xmalloc((size_t)(g->nt + 1) * sizeof(int));
@@ -412,11 +489,13 @@ void emit_step_body(FILE *f, const Graph *g, const EmitOptions *opt)
     Phase open = (Phase)-1;
     for (int k = 0; k < g->nsched; k++) {
         const Op *op = &g->ops[g->sched[k]];
-        if (op->phase != open) {
+        int refresh = op_param_refresh(g, op);   /* only when the host wrote the masters */
+        Phase ph = refresh ? PH_COUNT : op->phase;
+        if (ph != open) {
             if (open != (Phase)-1)
                 fprintf(f, "    }\n");
-            fprintf(f, "    if (phases & %s) {\n", phase_flag(op->phase));
-            open = op->phase;
+            fprintf(f, "    if (phases & %s) {\n", refresh ? "GC_PHASE_PARAMS" : phase_flag(op->phase));
+            open = ph;
         }
         fprintf(f, "        /* %d %s %s", k, phase_name(op->phase), op->name);
         if (op->loc.line)
@@ -424,6 +503,10 @@ void emit_step_body(FILE *f, const Graph *g, const EmitOptions *opt)
         fprintf(f, " */\n        ");
         if (op_info[op->kind].cls == OPC_VIEW)
             fprintf(f, "/* view: no code */\n");
+        else if ((op->kind == OP_ADAMW || op->kind == OP_ADAMW_BF16) && op_update_group_len(g, k) == 0)
+            fprintf(f, "/* in the multi-tensor update above */\n");
+        else if (op->kind == OP_ADAMW || op->kind == OP_ADAMW_BF16)
+            emit_update_group(f, g, k, op_update_group_len(g, k));
         else if (op_info[op->kind].cls == OPC_EW)
             emit_ew_call(f, g, op);
         else

@@ -46,7 +46,7 @@ void emit_cuda(FILE *f, const Graph *g, const EmitOptions *opt)
             g->schedule_name, g->nsched, g->region_bytes[RG_ARENA]);
     fprintf(f, "#include <math.h>\n#include <stddef.h>\n#include <stdint.h>\n#include <string.h>\n");
     fprintf(f, "#include \"gc_runtime.h\"\n#include \"gc_cuda.h\"\n\n");
-    fprintf(f, "#define GC_EWFN __device__ static inline\n%s\n", ew_preamble());
+    fprintf(f, "#define GC_EWFN __device__ inline   /* not static: nvcc warns of unused static functions */\n%s\n", ew_preamble());
     fprintf(f, "/* loads and stores through float, for fp32 and bf16 operands alike */\n"
                "GC_EWFN float gc_ld(float x) { return x; }\n"
                "GC_EWFN float gc_ld(gc_bf16 x) { return __bfloat162float(x); }\n"
@@ -56,6 +56,8 @@ void emit_cuda(FILE *f, const Graph *g, const EmitOptions *opt)
     int ws = find_tensor(g, "runtime.workspace");
     fprintf(f, "/* the training step: ops in schedule order, grouped by phase */\n");
     fprintf(f, "static void run(gc_ctx *ctx, int phases)\n{\n");
+    fprintf(f, "    gc_cuda_set_tf32(%d); /* TF32 for fp32 matmuls on sm_80+ (gcompile --no-tf32: 0) */\n",
+            !opt->no_tf32);
     if (ws >= 0)
         fprintf(f, "    gc_cuda_set_workspace(ctx->region[%d] + %zu, %zu); /* planned: runtime.workspace */\n",
                 (int)g->t[ws].region, g->t[ws].offset, g->t[ws].bytes);

@@ -1,5 +1,6 @@
 /* plan_json.c — --emit plan: the memory plan as JSON (schema: docs/plan.md). */
 #include <jansson.h>
+#include <stdlib.h>
 
 #include "codegen.h"
 
@@ -13,6 +14,36 @@ static json_t *id_list(const int *ids, int n)
     for (int i = 0; i < n; i++)
         json_array_append_new(a, jint(ids[i]));
     return a;
+}
+
+/* "file:line:col", or nothing when loc is unknown. */
+static void set_src(json_t *o, Loc loc)
+{
+    if (!loc.file || loc.line < 1)
+        return;
+    char *s = xasprintf("%s:%d:%d", loc.file, loc.line, loc.col);
+    json_object_set_new(o, "src", json_string(s));
+    free(s);
+}
+
+/* {"file:line": "text of the line"} for every line a tensor or op came from. */
+static json_t *source_lines_json(const Graph *g)
+{
+    json_t *o = json_object();
+    for (int i = 0; i < g->nt + g->nops; i++) {
+        Loc loc = i < g->nt ? g->t[i].loc : g->ops[i - g->nt].loc;
+        size_t len;
+        const char *text = diag_source_line(loc, &len);
+        if (!text)
+            continue;
+        char *key = xasprintf("%s:%d", loc.file, loc.line);
+        if (!json_object_get(o, key)) {
+            json_t *v = json_stringn(text, len);   /* NULL when not UTF-8 */
+            json_object_set_new(o, key, v ? v : json_string("?"));
+        }
+        free(key);
+    }
+    return o;
 }
 
 static json_t *dims_json(const Graph *g)
@@ -37,6 +68,7 @@ static json_t *schedule_json(const Graph *g)
         json_object_set_new(o, "outputs", id_list(op->out, op->nout));
         if (op->acc)
             json_object_set_new(o, "acc", jint(op->acc));
+        set_src(o, op->loc);
         json_array_append_new(a, o);
     }
     return a;
@@ -59,6 +91,7 @@ static json_t *tensor_json(const Tensor *t)
     json_object_set_new(o, "last", jopt(t->last));
     json_object_set_new(o, "inplace_of", jopt(t->inplace_of));
     json_object_set_new(o, "view_of", jopt(t->view_of));
+    set_src(o, t->loc);
     return o;
 }
 
@@ -109,7 +142,7 @@ static json_t *totals_json(const Graph *g, const EmitOptions *opt)
     return o;
 }
 
-int emit_plan_json(FILE *f, const Graph *g, const EmitOptions *opt)
+json_t *plan_json(const Graph *g, const EmitOptions *opt)
 {
     json_t *root = json_object(), *tensors = json_array();
     json_object_set_new(root, "version", jint(1));
@@ -128,6 +161,14 @@ int emit_plan_json(FILE *f, const Graph *g, const EmitOptions *opt)
     json_object_set_new(root, "tensors", tensors);
     json_object_set_new(root, "regions", regions_json(g));
     json_object_set_new(root, "totals", totals_json(g, opt));
+    json_object_set_new(root, "strategies", plan_strategies_json(g));
+    json_object_set_new(root, "source_lines", source_lines_json(g));
+    return root;
+}
+
+int emit_plan_json(FILE *f, const Graph *g, const EmitOptions *opt)
+{
+    json_t *root = plan_json(g, opt);
     int rc = json_dumpf(root, f, JSON_INDENT(1));
     json_decref(root);
     if (rc == 0 && (fputc('\n', f) == EOF || fflush(f) != 0))

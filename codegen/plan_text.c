@@ -141,6 +141,21 @@ static void kinds(FILE *f, const Graph *g)
                     count[k]);
 }
 
+/* Which fusions fired and the tensor bytes each took out of the plan (net
+ * of what it added, at the activations' dtype); the arena's own saving
+ * depends on lifetimes and shows in the regions above. */
+static void fusions(FILE *f, const Graph *g, const EmitOptions *opt)
+{
+    char h[32];
+    size_t act = opt && opt->precision && !strcmp(opt->precision, "bf16") ? 2 : 4;
+    fprintf(f, "fusions:%s\n", g->nfused ? "" : " none");
+    for (int i = 0; i < g->nfused; i++) {
+        double b = g->fused[i].elems * (double)act;
+        fprintf(f, "  %-10s %4d fused  %12s of tensors removed (%.0f bytes)\n", g->fused[i].kind,
+                g->fused[i].count, human(b > 0 ? (size_t)b : 0, h, sizeof h), b);
+    }
+}
+
 static void largest(FILE *f, const Graph *g, int top)
 {
     const Tensor **v = malloc(((size_t)g->nt + 1) * sizeof *v);
@@ -164,6 +179,39 @@ static void largest(FILE *f, const Graph *g, int top)
     free(v);
 }
 
+/* The trainer's --grad-clip needs every gradient before the first update:
+ * say whether this plan has them and what they cost (docs/training.md). */
+static void clipping(FILE *f, const Graph *g)
+{
+    char h[32];
+    if (g->region_bytes[RG_GRADS] > 0)
+        fprintf(f, "gradient clipping (train --grad-clip): available; the grads region holds every gradient "
+                   "until the updates: %s (%zu bytes)\n", human(g->region_bytes[RG_GRADS], h, sizeof h),
+                g->region_bytes[RG_GRADS]);
+    else
+        fprintf(f, "gradient clipping (train --grad-clip): not available in this schedule (updates inside the "
+                   "backward); --schedule plain adds a grads region of %s (%zu bytes) and replans the arena\n",
+                human(g->region_bytes[RG_PARAMS], h, sizeof h), g->region_bytes[RG_PARAMS]);
+}
+
+/* Kernel launches and bytes moved per step, by phase (ir/ops.c's counts). */
+static void traffic(FILE *f, const Graph *g)
+{
+    long launches[PH_COUNT], nl = 0;
+    double bytes[PH_COUNT], nb = 0;
+    char h[32];
+    graph_step_traffic(g, launches, bytes);
+    fprintf(f, "step traffic (CUDA kernel launches, bytes read + written):\n");
+    for (int p = 0; p < PH_COUNT; p++) {
+        nl += launches[p];
+        nb += bytes[p];
+        if (launches[p] || bytes[p] > 0)
+            fprintf(f, "  %-9s %6ld launches  %12s  %15.0f bytes\n", phase_name((Phase)p), launches[p],
+                    human((size_t)bytes[p], h, sizeof h), bytes[p]);
+    }
+    fprintf(f, "  %-9s %6ld launches  %12s  %15.0f bytes\n", "step", nl, human((size_t)nb, h, sizeof h), nb);
+}
+
 void emit_plan_text(FILE *f, const Graph *g, const EmitOptions *opt)
 {
     fprintf(f, "memory plan: %s%s%s, target %s, schedule %s, %d steps, %d tensors\n",
@@ -180,5 +228,8 @@ void emit_plan_text(FILE *f, const Graph *g, const EmitOptions *opt)
     reuse(f, g);
     peak(f, g);
     kinds(f, g);
+    fusions(f, g, opt);
     largest(f, g, 10);
+    traffic(f, g);
+    clipping(f, g);
 }

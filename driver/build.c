@@ -96,7 +96,9 @@ static const char *runtime_host_lib(void)
     return d && *d ? d : GC_RUNTIME_HOST_LIB;
 }
 
-/* nvcc for every architecture of --gpu-arch, with the CUDA runtime sources */
+/* nvcc for every architecture of --gpu-arch (SASS), plus PTX of the last one
+ * so that a newer GPU JIT-compiles it instead of failing with "no kernel
+ * image"; nvcc's warnings are shown (tests/cudabuild keeps them at zero). */
 static int build_cuda(const char *src, const char *exe, const DriverOptions *o)
 {
     char *argv[64];
@@ -107,12 +109,17 @@ static int build_cuda(const char *src, const char *exe, const DriverOptions *o)
     argv[n++] = KEEP(xstrdup(o->nvcc));
     argv[n++] = "-O3";
     argv[n++] = "-std=c++17";
-    argv[n++] = "-w";
     char *arch = xstrdup(o->gpu_arch);
     KEEP(arch);
+    const char *last = NULL;
     for (char *a = strtok(arch, ","); a && n < 40 && nfree < 28; a = strtok(NULL, ",")) {
         argv[n++] = "-gencode";
         argv[n++] = KEEP(xasprintf("arch=compute_%s,code=%s", a + 3, a));
+        last = a;
+    }
+    if (last) {
+        argv[n++] = "-gencode";
+        argv[n++] = KEEP(xasprintf("arch=compute_%s,code=compute_%s", last + 3, last + 3));
     }
     argv[n++] = KEEP(xasprintf("-I%s", runtime_dir()));
     argv[n++] = KEEP(xasprintf("-I%s/cuda", runtime_dir()));

@@ -13,12 +13,14 @@
 
 typedef struct DriverOptions {
     const char *input, *output;
+    const char *input2;      /* --emit plan-diff: the second plan (input: the first) */
     BuildOptions build;
     Define *defines;
     EmitOptions emit;
     const char *emit_kind;   /* NULL: build an executable */
     ScheduleKind schedule;
     int no_reuse, no_fuse, gpus, verbose;
+    long classifier_chunk;   /* rows per chunk of the fused classifier */
     const char *cc;
     const char *nvcc;
     const char *gpu_arch;    /* "sm_80,sm_90" */
@@ -31,6 +33,9 @@ FILE *atomic_open(const char *path, char **tmp);
 int atomic_commit(FILE *f, char *tmp, const char *path);
 /* Writes the --emit artifact to o->output (stdout when NULL or "-"). */
 int driver_emit(const Graph *g, const DriverOptions *o);
+/* --emit plan-diff: reads the plans o->input and o->input2 and writes the
+ * comparison page; 0, or 1 after a one-line error. */
+int driver_emit_diff(const DriverOptions *o);
 /* 1 (after a message) when the plan exceeds --mem. */
 int driver_check_budget(const Graph *g, const DriverOptions *o);
 /* 1 (after located errors) when the graph lacks what the emitted trainer

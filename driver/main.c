@@ -37,10 +37,24 @@ static void usage(FILE *f)
         "      --schedule S       plain | fused-opt (optimizer update right after\n"
         "                         each parameter's last gradient write; default)\n"
         "      --emit KIND        write one artifact instead of building:\n"
-        "                           ir, summary, c, cuda, plan, plan-text, plan-svg\n"
+        "                           ir, summary, c, cuda, plan, plan-text, plan-svg,\n"
+        "                           plan-html (the plan explorer: one offline web page)\n"
+        "      --emit plan-diff A.json B.json\n"
+        "                         instead of a graph: a web page comparing two plans\n"
+        "                         (from --emit plan) of the same graph\n"
         "      --no-reuse         every tensor gets its own storage (baseline plan)\n"
-        "      --no-fuse          keep matmul + bias add as two ops (fusion: bias\n"
-        "                         epilogues only so far)\n"
+        "      --no-fuse[=KINDS]  turn fusions off: all of them, or the comma-separated\n"
+        "                         kinds given (repeatable): attention (causal attention\n"
+        "                         without the T x T scores), classifier (matmul +\n"
+        "                         cross-entropy in row chunks; --target cpu only so far,\n"
+        "                         and such a program cannot --sample), bias (matmul +\n"
+        "                         bias epilogue); gelu and layernorm are accepted but\n"
+        "                         those fusions are not implemented yet\n"
+        "      --classifier-chunk ROWS  rows per chunk of the fused classifier\n"
+        "                         (default 1024; the chunk is min(B*T, ROWS) x Vp)\n"
+        "      --no-tf32          cuda: fp32 matmuls on the fp32 units (default: TF32\n"
+        "                         tensor cores on sm_80 and newer, as llm.c; inputs\n"
+        "                         rounded to 10 mantissa bits)\n"
         "      --poison           emitted program fills each buffer with NaN when its\n"
         "                         lifetime ends (debugging plans)\n"
         "      --gpu-arch LIST    CUDA architectures to build for (default: sm_80,sm_90)\n"
@@ -72,12 +86,39 @@ static long long parse_size(const char *s)
     return -1;
 }
 
-static const char *const emit_kinds[] = {"ir", "summary", "c", "cuda", "plan", "plan-text", "plan-svg", NULL};
+/* --no-fuse[=KIND[,KIND...]] into the mask of fusions left off */
+static int parse_no_fuse(const char *arg, int *mask)
+{
+    if (!arg) {
+        *mask = FUSE_ALL;
+        return 0;
+    }
+    char *list = xstrdup(arg), *save = NULL;
+    int rc = 0;
+    for (char *k = strtok_r(list, ",", &save); k && !rc; k = strtok_r(NULL, ",", &save)) {
+        int kind = fuse_kind(k);
+        if (!kind) {
+            fprintf(stderr, "gcompile: error: --no-fuse: unknown fusion '%s' (attention, classifier, bias, gelu, "
+                            "layernorm)\n", k);
+            rc = 1;
+        }
+        *mask |= kind;
+    }
+    if (!rc && !*arg) {
+        fprintf(stderr, "gcompile: error: --no-fuse= needs a fusion name (or use plain --no-fuse)\n");
+        rc = 1;
+    }
+    free(list);
+    return rc;
+}
+
+static const char *const emit_kinds[] = {"ir", "summary", "c", "cuda", "plan", "plan-text", "plan-svg",
+                                         "plan-html", "plan-diff", NULL};
 
 static int parse_args(int argc, char **argv, DriverOptions *o)
 {
     enum { O_CONFIG = 256, O_TARGET, O_PRECISION, O_MEM, O_GPUS, O_EMIT, O_NOREUSE, O_VERSION,
-           O_SCHEDULE, O_POISON, O_CC, O_NVCC, O_ARCH, O_NOFUSE };
+           O_SCHEDULE, O_POISON, O_CC, O_NVCC, O_ARCH, O_NOFUSE, O_NOTF32, O_CLSCHUNK };
     static const struct option longopts[] = {
         {"output", required_argument, 0, 'o'}, {"config", required_argument, 0, O_CONFIG},
         {"target", required_argument, 0, O_TARGET}, {"precision", required_argument, 0, O_PRECISION},
@@ -85,7 +126,9 @@ static int parse_args(int argc, char **argv, DriverOptions *o)
         {"emit", required_argument, 0, O_EMIT}, {"no-reuse", no_argument, 0, O_NOREUSE},
         {"schedule", required_argument, 0, O_SCHEDULE}, {"poison", no_argument, 0, O_POISON},
         {"cc", required_argument, 0, O_CC}, {"nvcc", required_argument, 0, O_NVCC},
-        {"gpu-arch", required_argument, 0, O_ARCH}, {"no-fuse", no_argument, 0, O_NOFUSE}, {"verbose", no_argument, 0, 'v'},
+        {"gpu-arch", required_argument, 0, O_ARCH}, {"no-fuse", optional_argument, 0, O_NOFUSE},
+        {"classifier-chunk", required_argument, 0, O_CLSCHUNK},
+        {"no-tf32", no_argument, 0, O_NOTF32}, {"verbose", no_argument, 0, 'v'},
         {"help", no_argument, 0, 'h'}, {"version", no_argument, 0, O_VERSION}, {0, 0, 0, 0},
     };
     int c;
@@ -145,14 +188,28 @@ static int parse_args(int argc, char **argv, DriverOptions *o)
                 ok |= !strcmp(optarg, emit_kinds[i]);
             if (!ok) {
                 fprintf(stderr, "gcompile: error: --emit: unknown kind '%s' (ir, summary, c, cuda, plan, "
-                                "plan-text, plan-svg)\n", optarg);
+                                "plan-text, plan-svg, plan-html, plan-diff)\n", optarg);
                 return 1;
             }
             o->emit_kind = optarg;
             break;
         }
         case O_NOREUSE: o->no_reuse = 1; break;
-        case O_NOFUSE: o->no_fuse = 1; break;
+        case O_CLSCHUNK: {
+            char *end;
+            long n = strtol(optarg, &end, 10);
+            if (*end || n < 1 || n > (1L << 30)) {
+                fprintf(stderr, "gcompile: error: --classifier-chunk expects a positive number of rows, got '%s'\n",
+                        optarg);
+                return 1;
+            }
+            o->classifier_chunk = n;
+            break;
+        }
+        case O_NOFUSE:
+            if (parse_no_fuse(optarg, &o->no_fuse))
+                return 1;
+            break;
         case O_SCHEDULE:
             if (!strcmp(optarg, "plain"))
                 o->schedule = SCHED_PLAIN;
@@ -164,6 +221,7 @@ static int parse_args(int argc, char **argv, DriverOptions *o)
             }
             break;
         case O_POISON: o->emit.poison = 1; break;
+        case O_NOTF32: o->emit.no_tf32 = 1; break;
         case O_CC: o->cc = optarg; break;
         case O_NVCC: o->nvcc = optarg; break;
         case O_ARCH:
@@ -189,6 +247,16 @@ static int parse_args(int argc, char **argv, DriverOptions *o)
             fprintf(stderr, "gcompile: error: unknown option '%s' (see --help)\n", argv[optind - 1]);
             return 1;
         }
+    }
+    if (o->emit_kind && !strcmp(o->emit_kind, "plan-diff")) {   /* two plans instead of a graph */
+        if (argc - optind != 2) {
+            fprintf(stderr, "gcompile: error: --emit plan-diff expects two plan files (A.json B.json), got %d\n",
+                    argc - optind);
+            return 1;
+        }
+        o->input = argv[optind];
+        o->input2 = argv[optind + 1];
+        return 0;
     }
     if (optind >= argc) {
         fprintf(stderr, "gcompile: error: no input file (usage: gcompile FILE.graph [options]; see --help)\n");
@@ -234,12 +302,14 @@ static double now_ms(void)
 int main(int argc, char **argv)
 {
     DriverOptions o = {
-        .output = NULL, .schedule = SCHED_FUSED_OPT, .gpus = 1, .cc = "cc", .nvcc = "nvcc",
+        .output = NULL, .schedule = SCHED_FUSED_OPT, .classifier_chunk = 1024, .gpus = 1, .cc = "cc", .nvcc = "nvcc",
         .gpu_arch = "sm_80,sm_90",
         .emit = {.target = "cuda", .precision = "fp32"},
     };
     if (parse_args(argc, argv, &o))
         return 1;
+    if (o.input2)
+        return driver_emit_diff(&o);
     Ast *ast = NULL;
     Graph *g = NULL;
     int rc = 1;
@@ -255,8 +325,16 @@ int main(int argc, char **argv)
     if (diag_count())
         goto done;
     ir_verify(g);
-    if (!o.no_fuse) {
+    if (!(o.no_fuse & FUSE_BIAS)) {
         PASS(&o, "fuse", pass_fuse(g));
+        ir_verify(g);
+    }
+    if (!(o.no_fuse & FUSE_ATTENTION)) {
+        PASS(&o, "fuse-att", pass_fuse_attention(g));
+        ir_verify(g);
+    }
+    if (!(o.no_fuse & FUSE_CLASSIFIER) && !strcmp(o.emit.target, "cpu")) {
+        PASS(&o, "fuse-cls", pass_fuse_classifier(g, o.classifier_chunk));
         ir_verify(g);
     }
     if (!strcmp(o.emit.precision, "bf16")) {

@@ -59,21 +59,22 @@ int driver_check_budget(const Graph *g, const DriverOptions *o)
 {
     if (!o->emit.budget_bytes)
         return 0;
-    size_t total = 0;
+    size_t total = 0, reserve = strcmp(o->emit.target, "cuda") ? 0 : GC_CUDA_RESERVE_BYTES;
     for (int r = 0; r < RG_COUNT; r++)
         total += g->region_bytes[r];
+    total += reserve;
     if (total <= o->emit.budget_bytes)
         return 0;
-    char a[32], b[32], p[32], gr[32], os[32], ar[32];
+    char a[32], b[32], p[32], gr[32], os[32], ar[32], rs[32];
     fprintf(stderr,
             "gcompile: error: the plan needs %s per device but --mem is %s "
-            "(params %s + grads %s + optimizer state %s + arena %s); recompute and micro-batching "
-            "are not implemented yet: lower B or T\n",
+            "(params %s + grads %s + optimizer state %s + arena %s + CUDA reserve %s); recompute and "
+            "micro-batching are not implemented yet: lower B or T\n",
             human_bytes(a, sizeof a, (double)total), human_bytes(b, sizeof b, (double)o->emit.budget_bytes),
             human_bytes(p, sizeof p, (double)g->region_bytes[RG_PARAMS]),
             human_bytes(gr, sizeof gr, (double)g->region_bytes[RG_GRADS]),
             human_bytes(os, sizeof os, (double)g->region_bytes[RG_OPTSTATE]),
-            human_bytes(ar, sizeof ar, (double)g->region_bytes[RG_ARENA]));
+            human_bytes(ar, sizeof ar, (double)g->region_bytes[RG_ARENA]), human_bytes(rs, sizeof rs, (double)reserve));
     return 1;
 }
 
@@ -115,19 +116,29 @@ static int write_artifact(FILE *f, const Graph *g, const DriverOptions *o)
     EmitOptions e = o->emit;
     if (!strcmp(k, "ir"))
         ir_print(f, g);
-    else if (!strcmp(k, "summary"))
+    else if (!strcmp(k, "summary")) {
         ir_print_summary(f, g);
+        if (!strcmp(o->emit.target, "cuda") && g->nsched) {   /* the plan + the CUDA reserve (codegen.h) */
+            size_t total = GC_CUDA_RESERVE_BYTES;
+            for (int r = 0; r < RG_COUNT; r++)
+                total += g->region_bytes[r];
+            fprintf(f, "device_reserve_bytes: %zu\ndevice_bytes_needed: %zu\n", GC_CUDA_RESERVE_BYTES, total);
+        }
+    }
     else if ((!strcmp(k, "c") || !strcmp(k, "cuda")) && driver_check_trainer(g))
         return -2;
     else if (!strcmp(k, "c"))
         emit_c(f, g, &e);
     else if (!strcmp(k, "cuda"))
-        emit_cuda(f, g, &e); else if (!strcmp(k, "plan"))
+        emit_cuda(f, g, &e);
+    else if (!strcmp(k, "plan"))
         return emit_plan_json(f, g, &e);
     else if (!strcmp(k, "plan-text"))
         emit_plan_text(f, g, &e);
     else if (!strcmp(k, "plan-svg"))
         emit_plan_svg(f, g, &e);
+    else if (!strcmp(k, "plan-html"))
+        return emit_plan_html(f, g, &e);
     else
         IR_BUG("emit kind %s", k);
     return 0;
@@ -159,4 +170,47 @@ int driver_emit(const Graph *g, const DriverOptions *o)
         return 1;
     }
     return atomic_commit(f, tmp, o->output) ? 1 : 0;
+}
+
+/* Writes the page to o->output (stdout when NULL or "-"). */
+static int write_diff(json_t *a, json_t *b, const DriverOptions *o)
+{
+    if (!o->output || !strcmp(o->output, "-")) {
+        if (emit_plan_diff(stdout, a, o->input, b, o->input2) || fflush(stdout) != 0 || ferror(stdout)) {
+            fprintf(stderr, "gcompile: error: writing to standard output failed\n");
+            return 1;
+        }
+        return 0;
+    }
+    char *tmp;
+    FILE *f = atomic_open(o->output, &tmp);
+    if (!f)
+        return 1;
+    if (emit_plan_diff(f, a, o->input, b, o->input2)) {
+        fclose(f);
+        unlink(tmp);
+        free(tmp);
+        fprintf(stderr, "gcompile: error: cannot write '%s'\n", o->output);
+        return 1;
+    }
+    return atomic_commit(f, tmp, o->output) ? 1 : 0;
+}
+
+int driver_emit_diff(const DriverOptions *o)
+{
+    char err[512];
+    json_t *a = plan_diff_load(o->input, err, sizeof err), *b = NULL;
+    int rc = 1;
+    if (a)
+        b = plan_diff_load(o->input2, err, sizeof err);
+    if (!a || !b)
+        fprintf(stderr, "gcompile: error: plan-diff: %s\n", err);
+    else if (plan_diff_check(a, b, err, sizeof err))
+        fprintf(stderr, "gcompile: error: plan-diff: '%s' and '%s' are plans of different graphs (%s)\n",
+                o->input, o->input2, err);
+    else
+        rc = write_diff(a, b, o);
+    json_decref(a);
+    json_decref(b);
+    return rc;
 }

@@ -25,6 +25,28 @@ void diag_add_source(const char *file, const char *text, size_t len)
         sources[nsources++] = (Source){file, text, len};
 }
 
+const char *diag_source_line(Loc loc, size_t *len)
+{
+    if (!loc.file || loc.line < 1)
+        return NULL;
+    for (int i = 0; i < nsources; i++) {
+        if (strcmp(sources[i].file, loc.file) != 0)
+            continue;
+        const char *p = sources[i].text, *end = p + sources[i].len;
+        for (int l = 1; l < loc.line && p < end; p++)
+            if (*p == '\n')
+                l++;
+        if (p >= end)
+            return NULL;
+        const char *e = p;
+        while (e < end && *e != '\n' && *e != '\r')
+            e++;
+        *len = (size_t)(e - p);
+        return p;
+    }
+    return NULL;
+}
+
 /* Prints line `line` of the registered source of `file` and a caret at col. */
 static void show_line(Loc loc)
 {

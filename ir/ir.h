@@ -29,6 +29,9 @@ typedef struct Loc {
 
 /* Registers a source buffer so errors can print the offending line. */
 void diag_add_source(const char *file, const char *text, size_t len);
+/* The text of loc's line in its registered source (without the newline;
+ * *len gets its length), or NULL when the source or the line is unknown. */
+const char *diag_source_line(Loc loc, size_t *len);
 /* Prints "file:line:col: error: msg", the source line and a caret to stderr
  * and counts the error. Without a location it prints "gcompile: error: msg". */
 void diag_error(Loc loc, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
@@ -104,7 +107,7 @@ typedef enum TensorKind {
     TK_WORKSPACE, TK_COMM
 } TensorKind;
 typedef enum Region { RG_PARAMS, RG_GRADS, RG_OPTSTATE, RG_ARENA, RG_COUNT } Region;
-typedef enum Phase { PH_FWD, PH_BWD, PH_OPT, PH_RECOMPUTE, PH_COMM } Phase;
+typedef enum Phase { PH_FWD, PH_BWD, PH_OPT, PH_RECOMPUTE, PH_COMM, PH_COUNT } Phase;
 typedef enum InitKind { INIT_NONE, INIT_ZEROS, INIT_ONES, INIT_NORMAL } InitKind;
 
 const char *dtype_name(DType);
@@ -182,6 +185,10 @@ typedef struct Graph {
     size_t region_lower_bound[RG_COUNT];
     int no_reuse;               /* --no-reuse: every tensor its own storage */
     const char *schedule_name;  /* which schedule was used, for the plan */
+    /* fusions that fired (passes/fuse*.c, for plan-text): per kind, how many
+       and the elements of tensors they took out of the plan (net) */
+    struct { const char *kind; int count; double elems; } fused[8];
+    int nfused;
 } Graph;
 
 Graph *graph_new(const char *file);
@@ -211,11 +218,32 @@ void op_make_views(Graph *g, const Op *op);
 double op_flops(const Graph *g, const Op *op);
 /* Bytes read plus written by op (its inputs and outputs, views excluded). */
 double op_bytes(const Graph *g, const Op *op);
+/* Kernel launches of one execution of op on the CUDA target (the launch
+ * structure of runtime/cuda: 2 for a chunked column sum, the sort stages of
+ * embedding_bwd, …; 1 for an op the table does not know better; 0 for views).
+ * ws: the planned workspace bytes (the chunking depends on it). */
+int op_launches(const Graph *g, const Op *op, size_t ws);
+/* 1 for the cast of a parameter master into its bf16 copy (passes/precision.c):
+ * it runs only when the host has written the masters (GC_PHASE_PARAMS), not
+ * per step, since the optimizer update writes the copy. */
+int op_param_refresh(const Graph *g, const Op *op);
+/* Optimizer updates run as one multi-tensor launch per group: consecutive
+ * updates (adamw, adamw_bf16) in the schedule with the same `layer` (the
+ * layer slice; -1 for parameters outside the layer stack), at most
+ * OP_UPDATE_GROUP_MAX to a launch. For schedule position k: the number of
+ * updates in the launch that starts at k, 0 when none starts there. */
+#define OP_UPDATE_GROUP_MAX 16
+int op_update_group_len(const Graph *g, int k);
+/* Launches and bytes moved (op_bytes) per step of the schedule, by phase;
+ * parameter refreshes are not counted, an update group is one launch. */
+void graph_step_traffic(const Graph *g, long launches[PH_COUNT], double bytes[PH_COUNT]);
 /* 1 when output 0 of op may take the storage of input i (the kernel is
  * written to allow out == in[i]); never for accumulating outputs. */
 int op_inplace_ok(const Graph *g, const Op *op, int i);
 /* GEMM geometry of a matmul: a [.., M, K] (or [.., K, M] when ta) times b. */
 void op_matmul_geom(const Graph *g, const Op *op, long *batch, long *M, long *N, long *K);
+/* The runtime's geom[12] of an attention / attention_bwd op (gc_runtime.h). */
+void op_attention_geom(const Graph *g, const Op *op, long geom[12]);
 
 /* ---------------------------------------------------------------- build.c */
 

@@ -299,6 +299,32 @@ void op_make_views(Graph *g, const Op *op)
     }
 }
 
+/* Geometry of a fused attention op (the runtime's geom[12], gc_runtime.h):
+ * x (input 0 of attention, input 1 of attention_bwd) is split into heads by
+ * the permutation op->list, whose result has 3 (q, k, v) as its first axis
+ * and the head dimension last; y is (B,T,NH,hs) when heads_out, else
+ * (B,NH,T,hs), contiguous. */
+void op_attention_geom(const Graph *g, const Op *op, long geom[12])
+{
+    const Tensor *x = &g->t[op->in[op->kind == OP_ATTENTION ? 0 : 1]];
+    long xs[IR_MAXRANK], ps[IR_MAXRANK], pst[IR_MAXRANK];
+    xs[x->rank - 1] = 1;
+    for (int i = x->rank - 2; i >= 0; i--)
+        xs[i] = xs[i + 1] * x->shape[i + 1];
+    for (int i = 0; i < op->nlist; i++) {
+        ps[i] = x->shape[op->list[i]];
+        pst[i] = xs[op->list[i]];
+    }
+    long B = ps[1], NH = ps[2], T = ps[3], hs = ps[4];
+    long out[12] = {B, NH, T, hs, pst[1], pst[2], pst[3], pst[0], 2 * pst[0], 0, 0, 0};
+    if (op->attr[1] != 0) {      /* y (B,T,NH,hs) */
+        out[9] = T * NH * hs, out[10] = hs, out[11] = NH * hs;
+    } else {
+        out[9] = NH * T * hs, out[10] = T * hs, out[11] = hs;
+    }
+    memcpy(geom, out, sizeof out);
+}
+
 /* ---- cost model ---------------------------------------------------------- */
 
 double op_flops(const Graph *g, const Op *op)
@@ -323,7 +349,19 @@ double op_flops(const Graph *g, const Op *op)
     case OP_CROSS_ENTROPY_BWD: return 5 * n;
     case OP_REDUCE_ROWS: return in0;
     case OP_EMBEDDING_BWD: return in0;
-    case OP_ADAMW: return 12 * in0;
+    case OP_ADAMW: case OP_ADAMW_BF16: return 12 * in0;
+    case OP_CLASSIFIER: {   /* logits, dx, dw matmuls; loss and gradient per logit */
+        double N = (double)T(0)->numel / (double)T(1)->shape[1];
+        return 6.0 * N * (double)T(1)->numel + 9.0 * N * (double)T(1)->shape[0];
+    }
+    case OP_ATTENTION: case OP_ATTENTION_BWD: {
+        long geom[12];
+        op_attention_geom(g, op, geom);
+        /* causal: T(T+1)/2 scores per head; forward q k^T and p v, backward
+           q k^T, dy v^T, dv, dq, dk */
+        double pairs = (double)geom[0] * (double)geom[1] * (double)geom[2] * (double)(geom[2] + 1) / 2;
+        return pairs * (double)geom[3] * (op->kind == OP_ATTENTION ? 4 : 10);
+    }
     default: return 0;
     }
 }
@@ -336,8 +374,157 @@ double op_bytes(const Graph *g, const Op *op)
     for (int i = 0; i < op->nin; i++)
         b += (double)T(i)->bytes;
     for (int i = 0; i < op->nout; i++)
-        b += (double)g->t[op->out[i]].bytes * ((op->acc >> i & 1) ? 2 : 1);
-    if (op->kind == OP_ADAMW)
-        b += 3 * (double)T(0)->bytes;   /* p, m, v written back */
+        if (op->out[i] >= 0)
+            b += (double)g->t[op->out[i]].bytes * ((op->acc >> i & 1) ? 2 : 1);
+    switch (op->kind) {
+    case OP_ADAMW: case OP_ADAMW_BF16:  /* p, m, v written back (the bf16 copy only written) */
+        b += 3 * (double)T(0)->bytes;
+        break;
+    case OP_EMBEDDING:                  /* only the rows the indices name */
+        b += (double)T(1)->numel * (double)T(0)->shape[1] * (double)dtype_size(T(0)->dtype) - (double)T(0)->bytes;
+        break;
+    case OP_EMBEDDING_BWD: {            /* cleared, then each named row read and written back */
+        const Tensor *d = &g->t[op->out[0]];
+        long rows = T(1)->numel < d->shape[0] ? T(1)->numel : d->shape[0];
+        b += 2.0 * (double)rows * (double)d->shape[1] * (double)dtype_size(d->dtype) -
+             (double)d->bytes * ((op->acc & 1) ? 1 : 0);
+        break;
+    }
+    case OP_LAYERNORM_BWD:              /* dw/db and dx are two kernels: dout and x read twice */
+        if (op->out[0] >= 0 && (op->out[1] >= 0 || op->out[2] >= 0))
+            b += (double)T(0)->bytes + (double)T(1)->bytes;
+        break;
+    default:
+        break;
+    }
     return b;
+}
+
+/* ---- launches ------------------------------------------------------------ */
+
+/* The two-pass column sum of kernels_cuda.cu (colsum): 2 launches when the
+ * rows are split into chunks (workspace permitting), else 1. */
+static int colsum_launches(long rows, long cols, int nout, size_t ws)
+{
+    if (cols <= 0)
+        return 0;
+    if (rows <= 0)
+        return nout;
+    long nchunks = (rows + 127) / 128;
+    if (nchunks > 1024)
+        nchunks = 1024;
+    long fit = (long)(ws / ((size_t)nout * (size_t)cols * sizeof(float)));
+    if (nchunks > fit)
+        nchunks = fit;
+    if (nchunks > 65535)
+        nchunks = 65535;
+    if (nchunks <= 1)
+        return 1;
+    long chunk = (rows + nchunks - 1) / nchunks;
+    return (rows + chunk - 1) / chunk > 1 ? 2 : 1;
+}
+
+/* embedding_bwd of kernels_cuda.cu: clear, keys, bitonic sort, runs */
+static int embedding_bwd_launches(long n, int acc, size_t ws)
+{
+    int l = !(acc & 1);
+    if (n <= 0)
+        return l;
+    long npad = 2;
+    while (npad < n)
+        npad <<= 1;
+    if ((size_t)npad * 8 > ws)
+        return l + 1;                   /* the O(n^2) fallback */
+    long tile = npad < 2048 ? npad : 2048;
+    l += 2 + 1;                         /* keys, the first shared stage, the runs */
+    for (long k = 2 * tile; k <= npad; k <<= 1) {
+        for (long j = k >> 1; j >= tile; j >>= 1)
+            l++;
+        l++;
+    }
+    return l;
+}
+
+int op_launches(const Graph *g, const Op *op, size_t ws)
+{
+    const Tensor *in0 = op->nin ? T(0) : NULL;
+    switch (op_info[op->kind].cls) {
+    case OPC_VIEW: return 0;
+    case OPC_EW: return 1;
+    default: break;
+    }
+    switch (op->kind) {
+    case OP_CROSS_ENTROPY: return 2;    /* per-block partial sums, final sum */
+    case OP_REDUCE_ROWS: {
+        long cols = g->t[op->out[0]].numel;
+        return colsum_launches(in0->numel / (cols ? cols : 1), cols, 1, ws);
+    }
+    case OP_LAYERNORM_BWD: {
+        const Tensor *x = T(1);
+        long C = x->rank ? x->shape[x->rank - 1] : 1, N = x->numel / (C ? C : 1);
+        int nout = (op->out[1] >= 0) + (op->out[2] >= 0);
+        return (op->out[0] >= 0) + (nout ? colsum_launches(N, C, 2, ws) : 0);
+    }
+    case OP_EMBEDDING_BWD:
+        return embedding_bwd_launches(T(1)->numel, op->acc, ws);
+    case OP_MATMUL_BIAS: {              /* a bias under 16-byte aligned: added by a second kernel */
+        size_t off;
+        int r = graph_root(g, op->in[2], &off);
+        return 1 + ((g->t[r].offset + off) % 16 != 0);
+    }
+    case OP_ATTENTION_BWD: return 2;    /* dk/dv, then dq (attention_cuda.cu) */
+    default:
+        return 1;
+    }
+}
+
+int op_param_refresh(const Graph *g, const Op *op)
+{
+    if (op->kind != OP_COPY)
+        return 0;
+    const Tensor *in = &g->t[op->in[0]], *out = &g->t[op->out[0]];
+    return in->region == RG_PARAMS && out->region == RG_PARAMS && in->kind == TK_PARAM && out->kind == TK_PARAM;
+}
+
+static int is_update(const Op *op) { return op->kind == OP_ADAMW || op->kind == OP_ADAMW_BF16; }
+
+int op_update_group_len(const Graph *g, int k)
+{
+    const Op *op = &g->ops[g->sched[k]];
+    if (!is_update(op))
+        return 0;
+    if (k > 0) {   /* inside a group started before k: 0 */
+        int s = k;
+        while (s > 0 && is_update(&g->ops[g->sched[s - 1]]) && g->ops[g->sched[s - 1]].layer == op->layer)
+            s--;
+        if ((k - s) % OP_UPDATE_GROUP_MAX)
+            return 0;
+    }
+    int n = 1;
+    while (n < OP_UPDATE_GROUP_MAX && k + n < g->nsched && is_update(&g->ops[g->sched[k + n]]) &&
+           g->ops[g->sched[k + n]].layer == op->layer)
+        n++;
+    return n;
+}
+
+void graph_step_traffic(const Graph *g, long launches[PH_COUNT], double bytes[PH_COUNT])
+{
+    size_t ws = 0;
+    for (int t = 0; t < g->nt; t++)
+        if (g->t[t].kind == TK_WORKSPACE)
+            ws += g->t[t].bytes;
+    for (int p = 0; p < PH_COUNT; p++) {
+        launches[p] = 0;
+        bytes[p] = 0;
+    }
+    for (int k = 0; k < g->nsched; k++) {
+        const Op *op = &g->ops[g->sched[k]];
+        if (op_param_refresh(g, op))
+            continue;                   /* not per step */
+        if (is_update(op))              /* one multi-tensor launch per group */
+            launches[op->phase] += op_update_group_len(g, k) > 0;
+        else
+            launches[op->phase] += op_launches(g, op, ws);
+        bytes[op->phase] += op_bytes(g, op);
+    }
 }

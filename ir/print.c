@@ -149,5 +149,14 @@ void ir_print_summary(FILE *f, const Graph *g)
         for (int r = 0; r < RG_COUNT; r++)
             total += g->region_bytes[r];
         fprintf(f, "planned_bytes: %zu\n", total);
+        long launches[PH_COUNT], nl = 0;
+        double bytes[PH_COUNT], nb = 0;
+        graph_step_traffic(g, launches, bytes);
+        for (int p = 0; p < PH_COUNT; p++) {
+            nl += launches[p];
+            nb += bytes[p];
+        }
+        fprintf(f, "kernel_launches_per_step: %ld\n", nl);
+        fprintf(f, "bytes_moved_per_step: %.0f\n", nb);
     }
 }

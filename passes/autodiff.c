@@ -254,10 +254,37 @@ static void grad_matmul(AD *ad, const Op *op, int dy)
     }
 }
 
+/* Whether b's gradient of c = a + b (same shape) may be dy's storage itself
+ * rather than a copy: b has no gradient yet, is its own storage, and no op
+ * before this one reads it (so the only reader of db is the backward of b's
+ * producer). When a's gradient is dy's storage too (a_alias), every
+ * contribution to da must come after that reader: the ops before this one
+ * that read a all precede b's producer (they are visited after it). The
+ * residual stream x + f(x) of a transformer is this case. */
+static int add_alias_b(const Graph *g, const Op *op, int a_alias)
+{
+    int a = op->in[0], b = op->in[1];
+    const Tensor *tb = &g->t[b];
+    if (tb->grad >= 0 || tb->view_of >= 0 || tb->kind == TK_PARAM || tb->producer < 0 ||
+        tb->numel != g->t[op->out[0]].numel)
+        return 0;
+    int ra = graph_root(g, a, NULL);
+    for (int o = 0; o < op->id; o++) {
+        const Op *x = &g->ops[o];
+        for (int i = 0; i < x->nin; i++) {
+            if (graph_root(g, x->in[i], NULL) == b)
+                return 0;
+            if (a_alias && graph_root(g, x->in[i], NULL) == ra && o >= tb->producer)
+                return 0;
+        }
+    }
+    return 1;
+}
+
 static void grad_add(AD *ad, const Op *op, int dy)
 {
     Graph *g = ad->g;
-    int a = op->in[0], b = op->in[1];
+    int a = op->in[0], b = op->in[1], a_alias = 0;
     if (NEEDS(0)) {
         const Tensor *ta = &g->t[a];
         if (ta->grad < 0 && ta->view_of < 0 && ta->kind != TK_PARAM) {
@@ -267,12 +294,19 @@ static void grad_add(AD *ad, const Op *op, int dy)
             char *name = xasprintf("d.%s", ta->name);
             g->t[a].grad = make_view(ad, dy, 0, ta->rank, ta->shape, name);
             free(name);
+            a_alias = 1;
         } else {
             emit1(ad, OP_COPY, &dy, 1, a, NULL, "bwd");
         }
     }
     if (NEEDS(1)) {
-        if (g->t[b].numel == g->t[dy].numel)
+        if (add_alias_b(g, op, a_alias)) {   /* db = dc, no copy */
+            const Tensor *tb = &g->t[b];
+            char *name = xasprintf("d.%s", tb->name);
+            int v = make_view(ad, dy, 0, tb->rank, tb->shape, name);
+            g->t[b].grad = v;
+            free(name);
+        } else if (g->t[b].numel == g->t[dy].numel)
             emit1(ad, OP_COPY, &dy, 1, b, NULL, "bwd");
         else
             emit1(ad, OP_REDUCE_ROWS, &dy, 1, b, NULL, "bwd");
@@ -384,6 +418,10 @@ static void grad_internal(AD *ad, const Op *op, int dy)
 #define RULE_FILL grad_internal
 #define RULE_ADAMW grad_internal
 #define RULE_MATMUL_BIAS grad_internal
+#define RULE_ADAMW_BF16 grad_internal
+#define RULE_ATTENTION grad_internal
+#define RULE_ATTENTION_BWD grad_internal
+#define RULE_CLASSIFIER grad_internal
 
 static const GradFn grad_rule[OP_COUNT] = {
 #define OP(E, name, nin, nout, attrs, cls) [OP_##E] = RULE_##E,

@@ -4,6 +4,8 @@
  * nothing else reads, disappears from the plan. The add is marked dead.
  * Run after autodiff (backward rules see primitive ops only), before
  * precision and schedule. */
+#include <string.h>
+
 #include "passes.h"
 
 /* op o (an add) fuses with the matmul producing its first input; viewed[t]:
@@ -29,6 +31,32 @@ static int fusible(const Graph *g, const char *viewed, const Op *add, int *mm)
     return 1;
 }
 
+int fuse_kind(const char *name)
+{
+    static const struct { const char *name; int kind; } kinds[] = {
+        {"bias", FUSE_BIAS}, {"attention", FUSE_ATTENTION}, {"classifier", FUSE_CLASSIFIER},
+        {"gelu", FUSE_GELU}, {"layernorm", FUSE_LAYERNORM},
+    };
+    for (size_t i = 0; i < sizeof kinds / sizeof kinds[0]; i++)
+        if (!strcmp(name, kinds[i].name))
+            return kinds[i].kind;
+    return 0;
+}
+
+void fuse_note(Graph *g, const char *kind, double elems)
+{
+    int i = 0;
+    while (i < g->nfused && strcmp(g->fused[i].kind, kind))
+        i++;
+    if (i == g->nfused) {
+        if (i == (int)(sizeof g->fused / sizeof g->fused[0]))
+            IR_BUG("too many fusion kinds");
+        g->fused[g->nfused++].kind = kind;
+    }
+    g->fused[i].count++;
+    g->fused[i].elems += elems;
+}
+
 void pass_fuse(Graph *g)
 {
     int nops = g->nops;
@@ -41,6 +69,7 @@ void pass_fuse(Graph *g)
         if (!fusible(g, viewed, &g->ops[o], &mm))
             continue;
         Op *add = &g->ops[o], *m = &g->ops[mm];
+        double product = (double)g->t[add->in[0]].numel;   /* leaves the plan */
         m->kind = OP_MATMUL_BIAS;
         m->in[2] = add->in[1];
         m->nin = 3;
@@ -48,6 +77,7 @@ void pass_fuse(Graph *g)
         m->out[0] = add->out[0];
         g->t[add->out[0]].producer = mm;
         add->dead = 1;
+        fuse_note(g, "bias", product);
     }
     free(viewed);
     graph_relink(g);

@@ -35,9 +35,36 @@
 void pass_autodiff(Graph *g);
 
 /* ---------------------------------------------------------------- fuse.c */
+/* The fusion kinds, for --no-fuse=KIND (bits of a mask of kinds left off). */
+enum {
+    FUSE_BIAS = 1,         /* matmul + bias add (fuse.c) */
+    FUSE_ATTENTION = 2,    /* causal attention (fuse_attention.c) */
+    FUSE_CLASSIFIER = 4,   /* classifier matmul + cross-entropy */
+    FUSE_GELU = 8,         /* bias + GELU (not implemented yet) */
+    FUSE_LAYERNORM = 16,   /* residual + layernorm (not implemented yet) */
+    FUSE_ALL = 31
+};
+/* The kind named `name` ("attention", ...), 0 when unknown. */
+int fuse_kind(const char *name);
 /* Fuses a forward matmul with the broadcast add of its bias (matmul_bias);
  * the add is marked dead. Run after autodiff, before precision. */
 void pass_fuse(Graph *g);
+/* Records one fusion of `kind` that removed `elems` tensor elements (net)
+ * from the plan, for plan-text. */
+void fuse_note(Graph *g, const char *kind, double elems);
+
+/* ---------------------------------------------------------------- fuse_attention.c */
+/* matmul(q,k^T) -> scale -> causal_mask -> softmax -> matmul(.,v), with the
+ * permutes that split heads off qkv and merge them back, becomes one
+ * attention op (and its backward one attention_bwd) that never stores the
+ * T x T scores. Run after autodiff, before precision. */
+void pass_fuse_attention(Graph *g);
+
+/* ---------------------------------------------------------------- fuse_classifier.c */
+/* loss = cross_entropy(matmul(x, w, tb=1)) and its backward become one
+ * classifier op that walks the rows in chunks of min(B*T, rows) rows: the
+ * B*T x Vp logits leave the plan. CPU target only so far. */
+void pass_fuse_classifier(Graph *g, long rows);
 
 /* ---------------------------------------------------------------- precision.c */
 /* --precision bf16: bf16 activations and activation gradients, fp32 master

@@ -6,8 +6,11 @@
  * scalar loss and its gradient, and parameter gradients. Each parameter gets a bf16 copy (named
  * "<param>.bf16", in the params region after all fp32 masters, so an llm.c
  * checkpoint still loads with one read); every op except the AdamW update
- * reads the copy, and a cast op (copy, fp32 -> bf16) refreshes it before its
- * first use in the step. Byte sizes and view offsets follow the new dtypes,
+ * reads the copy. The update writes it (adamw_bf16: the new weights rounded
+ * to bf16 in the same pass, as llm.c), so no step casts a parameter; a cast
+ * op (copy, fp32 -> bf16) per parameter remains, run only when the host has
+ * written the masters (init, load, gradcheck: GC_PHASE_PARAMS, see
+ * op_param_refresh). Byte sizes and view offsets follow the new dtypes,
  * so the plan accounts the right bytes. Runs after autodiff, before schedule.
  */
 #include "passes.h"
@@ -35,6 +38,8 @@ void pass_precision(Graph *g)
     for (int o = 0; o < g->nops; o++)
         if (g->ops[o].kind == OP_LAYERNORM)
             keep[g->ops[o].out[1]] = keep[g->ops[o].out[2]] = 1;
+        else if (g->ops[o].kind == OP_ATTENTION && !g->ops[o].dead)
+            keep[g->ops[o].out[1]] = 1;      /* lse */
     /* the bf16 copies of the parameters */
     int *copy = xmalloc((size_t)nt0 * sizeof(int));   /* master id -> copy id */
     for (int i = 0; i < nt0; i++)
@@ -76,10 +81,18 @@ void pass_precision(Graph *g)
         x->bytes = (size_t)x->numel * 2;
     }
     free(conv);
+    /* the update writes the copy too */
+    for (int o = 0; o < g->nops; o++) {
+        Op *op = &g->ops[o];
+        if (op->kind == OP_ADAMW && copy[op->in[0]] >= 0) {
+            op->kind = OP_ADAMW_BF16;
+            op->in[op->nin++] = copy[op->in[0]];
+        }
+    }
     /* ops read the copies (AdamW and the casts keep the masters) */
     for (int o = 0; o < g->nops; o++) {
         Op *op = &g->ops[o];
-        if (op->kind == OP_ADAMW || (op->kind == OP_COPY && op->out[0] >= nt0))
+        if (op->kind == OP_ADAMW || op->kind == OP_ADAMW_BF16 || (op->kind == OP_COPY && op->out[0] >= nt0))
             continue;
         for (int i = 0; i < op->nin; i++)
             if (op->in[i] < nt0 && copy[op->in[i]] >= 0)

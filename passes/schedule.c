@@ -3,10 +3,13 @@
  * plain:     forward ops, backward ops, then every optimizer update, each in
  *            creation order (creation order is a valid topological order).
  * fused-opt: forward and backward as above, but each parameter's AdamW update
- *            runs right after the last op that touches the parameter or its
- *            gradient. A gradient then dies at its update, so parameter
- *            gradients move from the persistent grads region into the arena,
- *            where the planner overlaps them: they never all coexist.
+ *            runs right after the last op that touches the parameter (its
+ *            bf16 copy too) or its gradient. A gradient then dies at its
+ *            update, so parameter gradients move from the persistent grads
+ *            region into the arena, where the planner overlaps them: they
+ *            never all coexist. The updates of one layer (op->layer, set by
+ *            split_updates) wait for the layer's last such op and run
+ *            together, as one multi-tensor launch (op_update_group_len).
  */
 #include "passes.h"
 
@@ -36,7 +39,9 @@ static void last_touch(const Graph *g, const int *order, int n, const int *opt, 
     for (int k = 0; k < nopt; k++) {
         const Op *u = &g->ops[opt[k]];
         last[k] = -1;
-        for (int w = 0; w < 2; w++) {        /* the parameter (slice), the gradient */
+        for (int w = 0; w < u->nin; w++) {   /* the parameter (slice), the gradient, the bf16 copy */
+            if (w == 2 || w == 3)            /* m and v: only the update touches them */
+                continue;
             size_t off;
             int r = graph_root(g, u->in[w], &off);
             size_t lo = off, hi = off + g->t[u->in[w]].bytes;
@@ -177,6 +182,21 @@ void pass_schedule(Graph *g, ScheduleKind kind)
     } else {
         int *last = xmalloc((size_t)(nopt ? nopt : 1) * sizeof(int));
         last_touch(g, fb, nfb, opt, nopt, last);
+        /* a layer's updates after the last op touching any of them */
+        for (int k = 0; k < nopt; k++)
+            for (int j = 0; j < nopt; j++)
+                if (g->ops[opt[j]].layer == g->ops[opt[k]].layer && last[j] > last[k])
+                    last[k] = last[j];
+        /* placed in order of layer, then creation, so each group is consecutive */
+        int *by_layer = xmalloc((size_t)(nopt ? nopt : 1) * sizeof(int));
+        for (int k = 0; k < nopt; k++) {
+            int i = k;
+            while (i > 0 && g->ops[opt[by_layer[i - 1]]].layer > g->ops[opt[k]].layer) {
+                by_layer[i] = by_layer[i - 1];
+                i--;
+            }
+            by_layer[i] = k;
+        }
         /* each update right after the last op touching its slice (untouched: first) */
         for (int k = 0; k < nopt; k++)
             if (last[k] < 0)
@@ -184,11 +204,14 @@ void pass_schedule(Graph *g, ScheduleKind kind)
         int *first_at = xmalloc((size_t)(nfb + 1) * sizeof(int)), *next = xmalloc((size_t)(nopt + 1) * sizeof(int));
         for (int j = 0; j < nfb; j++)
             first_at[j] = -1;
-        for (int k = nopt - 1; k >= 0; k--)    /* lists in creation order */
+        for (int i = nopt - 1; i >= 0; i--) {   /* lists in by_layer order */
+            int k = by_layer[i];
             if (last[k] >= 0) {
                 next[k] = first_at[last[k]];
                 first_at[last[k]] = k;
             }
+        }
+        free(by_layer);
         for (int j = 0; j < nfb; j++) {
             g->sched[g->nsched++] = fb[j];
             for (int k = first_at[j]; k >= 0; k = next[k])   /* updates placed after fb[j] */

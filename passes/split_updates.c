@@ -7,6 +7,9 @@
  * update, and the planner overlaps the layers' gradients instead of keeping
  * all of them (the fused-opt schedule places each update right after its
  * slice's last use). Gradient roots that ops also use whole stay as they are.
+ * Each slice's update gets `layer` = its slice index, so the schedule and
+ * codegen can run one layer's updates as one multi-tensor launch; an
+ * adamw_bf16's bf16 copy is sliced the same way.
  * Run after autodiff (and precision), before schedule.
  */
 #include "passes.h"
@@ -43,7 +46,8 @@ static int view_like(Graph *g, int base, size_t elem_off, const Tensor *like, co
 static void split_param(Graph *g, int p, int adamw)
 {
     int G = g->t[p].grad;
-    if (G < 0 || g->t[G].view_of >= 0 || used_directly(g, G, adamw))
+    if (G < 0 || g->t[G].view_of >= 0 || used_directly(g, G, adamw) ||
+        (g->ops[adamw].nin > 4 && g->t[g->ops[adamw].in[4]].view_of >= 0))
         return;
     int nt0 = g->nt, *views = xmalloc((size_t)nt0 * sizeof(int)), nv = 0;
     size_t covered = 0;
@@ -65,9 +69,11 @@ static void split_param(Graph *g, int p, int adamw)
         return;
     }
     Op proto = g->ops[adamw];
+    int pcopy = proto.nin > 4 ? proto.in[4] : -1;   /* adamw_bf16: the bf16 copy */
     for (int k = 0; k < nv; k++) {
         Tensor *v = &g->t[views[k]];
         size_t elem = v->view_offset / dtype_size(v->dtype);
+        int layer = (int)(v->view_offset / v->bytes);   /* equal slices of a layer stack */
         v->view_of = -1;            /* its own root now */
         v->view_offset = 0;
         v->region = RG_ARENA;
@@ -75,17 +81,19 @@ static void split_param(Graph *g, int p, int adamw)
         int pv = view_like(g, p, elem, &like, "p.");
         int mv = view_like(g, g->t[p].opt_m, elem, &like, "m.");
         int vv = view_like(g, g->t[p].opt_v, elem, &like, "v.");
-        int in[4] = {pv, views[k], mv, vv};
+        int in[5] = {pv, views[k], mv, vv, pcopy >= 0 ? view_like(g, pcopy, elem, &like, "c.") : -1};
         if (k == 0) {               /* the original update becomes the first slice's */
             Op *op = &g->ops[adamw];
-            for (int i = 0; i < 4; i++)
+            for (int i = 0; i < proto.nin; i++)
                 op->in[i] = in[i];
+            op->layer = layer;
         } else {
             char *name = xasprintf("%s.%d", proto.name, k);
-            int id = graph_add_op(g, OP_ADAMW, name, in, 4, NULL, 0, proto.loc);
+            int id = graph_add_op(g, proto.kind, name, in, proto.nin, NULL, 0, proto.loc);
             free(name);
             g->ops[id].phase = PH_OPT;
             g->ops[id].attr[0] = proto.attr[0];
+            g->ops[id].layer = layer;
         }
     }
     free(views);
@@ -95,7 +103,7 @@ void pass_split_updates(Graph *g)
 {
     int nops = g->nops;
     for (int o = 0; o < nops; o++)
-        if (g->ops[o].kind == OP_ADAMW)
+        if (g->ops[o].kind == OP_ADAMW || g->ops[o].kind == OP_ADAMW_BF16)
             split_param(g, g->ops[o].in[0], o);
     graph_relink(g);
 }

@@ -1,9 +1,284 @@
-/* ckpt.c — checkpoints a run writes: the llm.c model file after training
- * (--save).
+/* ckpt.c — checkpoints a run writes and resumes from (docs/checkpoints.md).
+ *
+ * A checkpoint of step N in --ckpt-dir DIR is two files:
+ *   DIR/model_NNNNNNNN.bin   the llm.c model file (version 3, fp32)
+ *   DIR/state_NNNNNNNN.bin   the training state (state.c)
+ * Each is written atomically (name.tmp, fsync, rename, fsync of DIR), the
+ * model first: a state file exists only beside its complete model file, so
+ * the state file is the mark of a complete checkpoint. --keep K deletes all
+ * but the newest K (state first, then model). --save FILE writes the model
+ * file alone after training.
  */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
 
 #include "gc_runtime_internal.h"
+
+/* ---------------------------------------------------------------- atomic files */
+
+typedef struct {
+    const void *p;
+    size_t n;
+} part;
+
+/* GC_CKPT_TEST_DELAY_MS (tests only): sleep this long halfway through each
+ * file, so a test can kill the program while it saves. */
+static void test_delay(void)
+{
+    const char *s = getenv("GC_CKPT_TEST_DELAY_MS");
+    long ms = s ? strtol(s, NULL, 10) : 0;
+    if (ms > 0) {
+        struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
+        nanosleep(&ts, NULL);
+    }
+}
+
+static int write_all(int fd, const void *p, size_t n)
+{
+    const char *b = p;
+    while (n > 0) {
+        ssize_t w = write(fd, b, n > (1u << 30) ? (1u << 30) : n);
+        if (w < 0 && errno == EINTR)
+            continue;
+        if (w <= 0)
+            return -1;
+        b += w, n -= (size_t)w;
+    }
+    return 0;
+}
+
+static void sync_dir(const char *dir)
+{
+    int fd = open(dir, O_RDONLY);
+    if (fd >= 0) {
+        fsync(fd);
+        close(fd);
+    }
+}
+
+/* Writes the parts to dir/name atomically; on failure dir/name is untouched
+ * and no temporary file is left. */
+static int write_atomic(const char *dir, const char *name, const part *parts, int nparts, char *err, size_t errlen)
+{
+    char path[4096], tmp[4200];
+    snprintf(path, sizeof path, "%s/%s", dir, name);
+    snprintf(tmp, sizeof tmp, "%s.tmp", path);
+    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    if (fd < 0) {
+        snprintf(err, errlen, "%s: cannot create: %s", tmp, strerror(errno));
+        return -1;
+    }
+    int rc = 0;
+    for (int i = 0; rc == 0 && i < nparts; i++) {
+        size_t half = i == nparts - 1 ? parts[i].n / 2 : parts[i].n;
+        rc = write_all(fd, parts[i].p, half);
+        if (rc == 0 && half < parts[i].n) {
+            test_delay();
+            rc = write_all(fd, (const char *)parts[i].p + half, parts[i].n - half);
+        }
+    }
+    if (rc == 0)
+        rc = fsync(fd);
+    int saved = errno;
+    if (close(fd) != 0 && rc == 0)
+        rc = -1, saved = errno;
+    if (rc == 0 && rename(tmp, path) != 0)
+        rc = -1, saved = errno;
+    if (rc != 0) {
+        unlink(tmp);
+        snprintf(err, errlen, "%s: cannot write: %s", path, strerror(saved));
+        return -1;
+    }
+    sync_dir(dir);
+    return 0;
+}
+
+/* ---------------------------------------------------------------- the directory */
+
+static void ckpt_name(char *buf, size_t len, const char *kind, long long step)
+{
+    snprintf(buf, len, "%s_%08lld.bin", kind, step);
+}
+
+/* The steps of DIR's files kind_NNNNNNNN.bin, ascending; returns the count
+ * (or -1 when DIR cannot be read). *steps is malloc'd. */
+static long list_steps(const char *dir, const char *kind, long long **steps)
+{
+    *steps = NULL;
+    DIR *d = opendir(dir);
+    if (!d)
+        return -1;
+    long n = 0, cap = 0;
+    size_t klen = strlen(kind);
+    for (struct dirent *e; (e = readdir(d));) {
+        const char *s = e->d_name;
+        if (strlen(s) != klen + 13 || strncmp(s, kind, klen) || s[klen] != '_' || strcmp(s + klen + 9, ".bin"))
+            continue;
+        long long v = 0;
+        int ok = 1;
+        for (int i = 0; i < 8; i++)
+            ok &= s[klen + 1 + i] >= '0' && s[klen + 1 + i] <= '9', v = v * 10 + (s[klen + 1 + i] - '0');
+        if (!ok)
+            continue;
+        if (n == cap) {
+            long long *g = realloc(*steps, (size_t)(cap = cap ? 2 * cap : 16) * sizeof *g);
+            if (!g)
+                break;
+            *steps = g;
+        }
+        long i = n++;
+        for (; i > 0 && (*steps)[i - 1] > v; i--)
+            (*steps)[i] = (*steps)[i - 1];
+        (*steps)[i] = v;
+    }
+    closedir(d);
+    return n;
+}
+
+int gcrt_ckpt_dir_open(const char *dir)
+{
+    struct stat sb;
+    if (stat(dir, &sb) != 0) {
+        if (mkdir(dir, 0755) != 0)
+            return gcrt_errorf("--ckpt-dir %s: cannot create the directory: %s", dir, strerror(errno));
+    } else if (!S_ISDIR(sb.st_mode)) {
+        return gcrt_errorf("--ckpt-dir %s: not a directory", dir);
+    }
+    if (access(dir, W_OK | X_OK) != 0)
+        return gcrt_errorf("--ckpt-dir %s: not writable: %s", dir, strerror(errno));
+    return 0;
+}
+
+/* --keep K: all but the newest K checkpoints go, each state file before its
+ * model file (a state never outlives its model); so do model files without
+ * a state that are older than the newest checkpoint (left by a run stopped
+ * between the two renames). */
+static void prune(const char *dir, long keep)
+{
+    long long *st, *md;
+    long ns = list_steps(dir, "state", &st), nm = list_steps(dir, "model", &md);
+    char path[4200], name[64];
+    for (long i = 0; keep > 0 && i + keep < ns; i++) {
+        ckpt_name(name, sizeof name, "state", st[i]);
+        snprintf(path, sizeof path, "%s/%s", dir, name);
+        unlink(path);
+    }
+    long long newest = ns > 0 ? st[ns - 1] : -1;
+    for (long i = 0; i < nm; i++) {
+        int has_state = 0, kept = 1;
+        for (long k = 0; k < ns; k++)
+            if (st[k] == md[i])
+                has_state = 1, kept = keep <= 0 || k + keep >= ns;
+        if ((has_state && !kept) || (!has_state && md[i] < newest)) {
+            ckpt_name(name, sizeof name, "model", md[i]);
+            snprintf(path, sizeof path, "%s/%s", dir, name);
+            unlink(path);
+        }
+    }
+    free(st);
+    free(md);
+}
+
+/* Params and optimizer state from the device into host buffers. */
+static void download_state(gcrt_run *st, void *optstate)
+{
+    const gc_program *p = st->prog;
+    if (p->nparam_elems)
+        gc_device_download(st->params, st->ctx.region[GC_REGION_PARAMS], (size_t)p->nparam_elems * 4);
+    if (p->region_bytes[GC_REGION_OPTSTATE])
+        gc_device_download(optstate, st->ctx.region[GC_REGION_OPTSTATE], p->region_bytes[GC_REGION_OPTSTATE]);
+}
+
+int gcrt_ckpt_write(gcrt_run *st, long step)
+{
+    const gc_program *p = st->prog;
+    const char *dir = st->o.ckpt_dir;
+    size_t nos = p->region_bytes[GC_REGION_OPTSTATE], np = (size_t)p->nparam_elems * 4;
+    void *optstate = malloc(nos ? nos : 1);
+    if (!optstate)
+        return gcrt_errorf("checkpoint step %ld: cannot allocate %zu bytes for the optimizer state", step, nos);
+    download_state(st, optstate);
+    gcrt_state s;
+    gcrt_state_init(&s, p);
+    s.step = step;
+    s.params_sum = gcrt_checksum(0, st->params, np);
+    s.seed = st->o.seed;
+    gcrt_data_position(st, &s);
+    s.skipped = st->skipped;
+    unsigned char mh[GCRT_HEADER_BYTES], sh[GCRT_HEADER_BYTES];
+    gcrt_ckpt_header(mh, p);
+    gcrt_state_header(sh, &s, optstate);
+    part model[2] = {{mh, sizeof mh}, {st->params, np}}, state[2] = {{sh, sizeof sh}, {optstate, nos}};
+    char mname[64], sname[64], err[4400];
+    ckpt_name(mname, sizeof mname, "model", step);
+    ckpt_name(sname, sizeof sname, "state", step);
+    printf("checkpoint: writing step %ld to %s ...\n", step, dir);
+    fflush(stdout);
+    int rc = write_atomic(dir, mname, model, 2, err, sizeof err);
+    if (rc == 0 && (rc = write_atomic(dir, sname, state, 2, err, sizeof err)) != 0) {
+        char path[4200];   /* a model file without its state is no checkpoint: take it back */
+        snprintf(path, sizeof path, "%s/%s", dir, mname);
+        unlink(path);
+    }
+    free(optstate);
+    if (rc != 0) {
+        if (st->last_ckpt > 0)
+            return gcrt_errorf("%s; the previous checkpoint (step %ld in %s) is intact", err, st->last_ckpt, dir);
+        return gcrt_errorf("%s; no earlier checkpoint of this run in %s", err, dir);
+    }
+    st->last_ckpt = step;
+    prune(dir, st->o.keep);
+    printf("checkpoint: step %ld saved (%s, %s)\n", step, mname, sname);
+    fflush(stdout);
+    return 0;
+}
+
+int gcrt_ckpt_resume(gcrt_run *st, int *found)
+{
+    const gc_program *p = st->prog;
+    const char *dir = st->o.resume;
+    long long *steps;
+    long n = list_steps(dir, "state", &steps);
+    *found = 0;
+    if (n < 0)
+        return gcrt_errorf("--resume %s: cannot read the directory: %s", dir, strerror(errno));
+    if (n == 0) {
+        free(steps);
+        printf("resume: no checkpoint in %s, starting at step 1\n", dir);
+        return 0;
+    }
+    long long step = steps[n - 1];
+    free(steps);
+    char name[64], spath[4200], mpath[4200], err[4400];
+    ckpt_name(name, sizeof name, "state", step);
+    snprintf(spath, sizeof spath, "%s/%s", dir, name);
+    ckpt_name(name, sizeof name, "model", step);
+    snprintf(mpath, sizeof mpath, "%s/%s", dir, name);
+    gcrt_state s;
+    if (gcrt_state_read(spath, &st->resume_buf, &s, err, sizeof err) != 0 ||
+        gcrt_state_check(&s, p, spath, err, sizeof err) != 0 ||
+        gcrt_ckpt_load(st->params, p, mpath, err, sizeof err) != 0)
+        return gcrt_errorf("%s", err);
+    if (gcrt_checksum(0, st->params, (size_t)p->nparam_elems * 4) != s.params_sum)
+        return gcrt_errorf("%s: offset %d: the parameters do not match the checksum in %s (the model file is "
+                           "corrupt or from another checkpoint)", mpath, GCRT_HEADER_BYTES, spath);
+    if (gcrt_data_seek(st, &s) != 0)
+        return 1;
+    st->resume_optstate = s.optstate;
+    st->first_step = (long)s.step + 1;
+    st->last_ckpt = (long)s.step;
+    st->skipped = s.skipped;
+    *found = 1;
+    printf("resume: step %lld from %s\n", s.step, spath);
+    return 0;
+}
 
 int gcrt_save_final(gcrt_run *st)
 {

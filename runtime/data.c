@@ -289,16 +289,22 @@ static char *tmp_name(const char *path)
     return t;
 }
 
-/* Header and params into an open file, flushed to the disk. */
-static int write_ckpt(FILE *f, const gc_program *prog, const float *params)
+void gcrt_ckpt_header(unsigned char *h, const gc_program *prog)
 {
-    unsigned char h[GCRT_HEADER_BYTES] = {0};
     long d[6];
     prog_dims(prog, d);
+    memset(h, 0, GCRT_HEADER_BYTES);
     wr_i32(h, GCRT_CKPT_MAGIC);
     wr_i32(h + 4, 3);
     for (int i = 0; i < 6; i++)
         wr_i32(h + 8 + 4 * i, d[i]);
+}
+
+/* Header and params into an open file, flushed to the disk. */
+static int write_ckpt(FILE *f, const gc_program *prog, const float *params)
+{
+    unsigned char h[GCRT_HEADER_BYTES];
+    gcrt_ckpt_header(h, prog);
     size_t n = (size_t)prog->nparam_elems;
     if (fwrite(h, 1, sizeof h, f) != sizeof h || fwrite(params, 4, n, f) != n)
         return -1;

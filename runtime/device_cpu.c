@@ -16,6 +16,7 @@ int gc_device_init(char *err, size_t errlen)
 
 const char *gc_device_name(void) { return "cpu"; }
 size_t gc_device_free_bytes(void) { return 0; }
+size_t gc_device_total_bytes(void) { return 0; }
 double gc_device_peak_flops(int bf16) { (void)bf16; return 0.0; }
 
 /* Regions of 2 MiB or more are 2 MiB aligned and asked for transparent huge
@@ -47,3 +48,37 @@ void gc_device_free(void *p) { free(p); }
 void gc_device_upload(void *dst, const void *src, size_t bytes) { memcpy(dst, src, bytes); }
 void gc_device_download(void *dst, const void *src, size_t bytes) { memcpy(dst, src, bytes); }
 void gc_device_sync(void) {}
+
+/* Partial sums over fixed chunks, added in chunk order: the same bits for
+ * every thread count. */
+#define SUMSQ_CHUNK 65536L
+
+double gc_device_sumsq(const float *x, long n)
+{
+    long nchunks = (n + SUMSQ_CHUNK - 1) / SUMSQ_CHUNK;
+    double *part = calloc((size_t)(nchunks ? nchunks : 1), sizeof *part);
+    if (!part) {
+        fprintf(stderr, "error: out of host memory\n");
+        exit(1);
+    }
+#pragma omp parallel for schedule(static)
+    for (long c = 0; c < nchunks; c++) {
+        long end = (c + 1) * SUMSQ_CHUNK < n ? (c + 1) * SUMSQ_CHUNK : n;
+        double s = 0;
+        for (long i = c * SUMSQ_CHUNK; i < end; i++)
+            s += (double)x[i] * (double)x[i];
+        part[c] = s;
+    }
+    double sum = 0;
+    for (long c = 0; c < nchunks; c++)
+        sum += part[c];
+    free(part);
+    return sum;
+}
+
+void gc_device_scale(float *x, long n, float s)
+{
+#pragma omp parallel for schedule(static)
+    for (long i = 0; i < n; i++)
+        x[i] *= s;
+}

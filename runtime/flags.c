@@ -20,7 +20,9 @@ enum { DEFAULT_STEPS = 20, DEFAULT_GRADCHECK = 16 };
 enum {
     OPT_DATA = 256, OPT_VAL_DATA, OPT_VAL_EVERY, OPT_VAL_BATCHES, OPT_INIT, OPT_SAVE,
     OPT_STEPS, OPT_LR, OPT_BETA1, OPT_BETA2, OPT_EPS, OPT_WD, OPT_SEED, OPT_LOG,
-    OPT_THREADS, OPT_SAMPLE, OPT_PROFILE, OPT_GRADCHECK, OPT_GC_TOL, OPT_GC_H, OPT_HELP, OPT_VERSION
+    OPT_THREADS, OPT_SAMPLE, OPT_PROFILE, OPT_GRADCHECK, OPT_GC_TOL, OPT_GC_H, OPT_HELP, OPT_VERSION,
+    OPT_SAVE_EVERY, OPT_CKPT_DIR, OPT_RESUME, OPT_KEEP, OPT_WARMUP, OPT_LR_SCHEDULE, OPT_LR_FINAL_FRAC,
+    OPT_GRAD_CLIP, OPT_SKIP_NONFINITE
 };
 
 static const struct option long_opts[] = {
@@ -44,6 +46,15 @@ static const struct option long_opts[] = {
     {"gradcheck", optional_argument, 0, OPT_GRADCHECK},
     {"gradcheck-tol", required_argument, 0, OPT_GC_TOL},
     {"gradcheck-h", required_argument, 0, OPT_GC_H},
+    {"save-every", required_argument, 0, OPT_SAVE_EVERY},
+    {"ckpt-dir", required_argument, 0, OPT_CKPT_DIR},
+    {"resume", required_argument, 0, OPT_RESUME},
+    {"keep", required_argument, 0, OPT_KEEP},
+    {"warmup", required_argument, 0, OPT_WARMUP},
+    {"lr-schedule", required_argument, 0, OPT_LR_SCHEDULE},
+    {"lr-final-frac", required_argument, 0, OPT_LR_FINAL_FRAC},
+    {"grad-clip", required_argument, 0, OPT_GRAD_CLIP},
+    {"skip-nonfinite", no_argument, 0, OPT_SKIP_NONFINITE},
     {"help", no_argument, 0, OPT_HELP},
     {"version", no_argument, 0, OPT_VERSION},
     {0, 0, 0, 0},
@@ -72,7 +83,7 @@ static void print_help(const char *argv0, const gc_program *p)
            "  --val-batches N      batches per validation (default %d, or fewer if the shard holds fewer)\n"
            "  --init FILE          llm.c checkpoint to start from, version 3 or 5 (default: seeded init)\n"
            "  --save FILE          write an llm.c checkpoint (version 3) after training\n"
-           "  --steps N            training steps (default %d)\n",
+           "  --steps N            training steps (default %d); a resumed run stops at the same N\n",
            GCRT_DEFAULT_VAL_BATCHES, DEFAULT_STEPS);
     printf("  --lr X               AdamW learning rate (default %g)\n"
            "  --beta1 X            AdamW beta1 (default %g)\n"
@@ -80,6 +91,26 @@ static void print_help(const char *argv0, const gc_program *p)
            "  --eps X              AdamW epsilon (default %g)\n"
            "  --weight-decay X     AdamW weight decay (default %g)\n",
            p->lr, p->beta1, p->beta2, p->eps, p->weight_decay);
+    printf("  --warmup N           learning rate rises linearly over the first N steps (default 0)\n"
+           "  --lr-schedule S      after the warmup: constant, cosine or linear decay from --lr to\n"
+           "                       --lr * --lr-final-frac at the last step (default constant)\n"
+           "  --lr-final-frac X    final learning rate as a fraction of --lr, in [0, 1] (default 0)\n"
+           "  --grad-clip X        scale the gradients down to global L2 norm X when it is larger\n"
+           "                       (default 0: off; llm.c uses 1.0). %s\n"
+           "  --skip-nonfinite     skip the update of a step whose loss or gradient norm is NaN/inf\n"
+           "                       (counted in the log) instead of stopping the run\n",
+           p->region_bytes[GC_REGION_GRADS] >= (size_t)p->nparam_elems * 4
+               ? "This program keeps all gradients (plain schedule): available"
+               : "Not available in this program: it updates each parameter inside the\n"
+                 "                       backward pass (fused-opt); compile with --schedule plain");
+    printf("  --ckpt-dir DIR       where checkpoints go (created if missing): model_NNNNNNNN.bin (llm.c)\n"
+           "                       + state_NNNNNNNN.bin (AdamW moments, step, data position), atomically;\n"
+           "                       one after the last step, and on SIGINT/SIGTERM (finish the step, save, exit 0)\n"
+           "  --save-every N       also a checkpoint every N steps (needs --ckpt-dir)\n"
+           "  --keep K             keep only the newest K checkpoints (default: all)\n"
+           "  --resume DIR         continue from DIR's newest checkpoint (bit-identical to a run that was\n"
+           "                       never stopped); starts at step 1 when DIR holds none (then --init, if\n"
+           "                       given, is used); implies --ckpt-dir DIR unless that is given\n");
     printf("  --seed N             seed for init, sampling and gradcheck (default %d)\n"
            "  --log FILE           write one JSON object per step to FILE (JSONL)\n"
            "  --threads N          OpenMP/OpenBLAS threads (default: OpenMP's default)\n"
@@ -191,6 +222,21 @@ static int apply_flag(gcrt_options *o, int code, const char *arg)
     case OPT_THREADS: return parse_long(code, arg, 1, 4096, &o->threads);
     case OPT_SAMPLE: return parse_long(code, arg, 0, BIG, &o->sample);
     case OPT_PROFILE: o->profile = 1; return 0;
+    case OPT_CKPT_DIR: o->ckpt_dir = arg; return 0;
+    case OPT_RESUME: o->resume = arg; return 0;
+    case OPT_SAVE_EVERY: return parse_long(code, arg, 1, BIG, &o->save_every);
+    case OPT_KEEP: return parse_long(code, arg, 1, BIG, &o->keep);
+    case OPT_WARMUP: return parse_long(code, arg, 0, BIG, &o->warmup);
+    case OPT_LR_SCHEDULE:
+        if ((o->lr_schedule = gcrt_lr_schedule_parse(arg)) < 0)
+            return gcrt_errorf("--lr-schedule: bad value '%s' (expected cosine, linear or constant)", arg);
+        return 0;
+    case OPT_LR_FINAL_FRAC:
+        if (parse_num(code, arg, NUM_NONNEG, &o->lr_final_frac))
+            return 1;
+        return o->lr_final_frac > 1 ? gcrt_errorf("--lr-final-frac: bad value '%s' (expected a number in [0, 1])", arg) : 0;
+    case OPT_GRAD_CLIP: return parse_num(code, arg, NUM_NONNEG, &o->grad_clip);
+    case OPT_SKIP_NONFINITE: o->skip_nonfinite = 1; return 0;
     case OPT_GRADCHECK: return arg ? parse_long(code, arg, 1, 1000000, &o->gradcheck)
                                    : (o->gradcheck = DEFAULT_GRADCHECK, 0);
     case OPT_LR: return parse_float(code, arg, NUM_NONNEG, &o->lr);
@@ -238,5 +284,9 @@ int gcrt_parse_flags(gcrt_options *o, int argc, char **argv, const gc_program *p
         return gcrt_errorf("unexpected argument '%s' (see --help)", argv[optind]);
     if (o->val_every > 0 && !o->val_data)
         return gcrt_errorf("--val-every needs --val-data");
+    if (o->resume && !o->ckpt_dir)
+        o->ckpt_dir = o->resume;       /* a resumed run goes on saving where it resumed from */
+    if ((o->save_every || o->keep) && !o->ckpt_dir)
+        return gcrt_errorf("--%s needs --ckpt-dir DIR (or --resume DIR)", o->save_every ? "save-every" : "keep");
     return GCRT_PARSE_RUN;
 }

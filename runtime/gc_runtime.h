@@ -102,8 +102,51 @@ void gc_fill(gc_real *x, long n, float value);
 void gc_adamw(float *p, const float *g, float *m, float *v, long n, float lr,
               float beta1, float beta2, float eps, float wd, int t);
 
+/* One tensor of a multi-tensor update: gc_adamw on (p, g, m, v, n) with
+ * weight decay wd; pcopy (CUDA, --precision bf16; else NULL) gets the updated
+ * weights rounded to bf16 (nearest even) in the same pass. */
+typedef struct {
+    float *p;
+    void *pcopy;
+    const float *g;
+    float *m, *v;
+    long n;
+    float wd;
+} gc_adamw_tensor;
+/* gc_adamw on each of u[0..n): on CUDA one launch (per 16 tensors), the
+ * emitted step's update of a layer. Same results as n gc_adamw calls. */
+void gc_adamw_multi(const gc_adamw_tensor *u, int n, float lr, float beta1, float beta2, float eps, int t);
+
 /* Fill `bytes` bytes at p with quiet NaNs (debug builds: end of a lifetime). */
 void gc_poison(void *p, size_t bytes);
+
+/* ---------------------------------------------------------------- attention_cpu.c / attention_cuda.cu */
+/* Fused causal attention (passes/fuse_attention.c), FlashAttention-2 style:
+ * the T x T scores are never stored. q, k, v are read in place from x and y
+ * is written in place, through element strides in geom[12] =
+ *   {B, NH, T, hs, sb, sh, st, koff, voff, yb, yh, yt}:
+ * q[b,h,t,d] = x[b*sb + h*sh + t*st + d], k and v the same at +koff, +voff;
+ * y[b,h,t,d] at b*yb + h*yh + t*yt + d. lse (B*NH*T, contiguous) keeps one
+ * log-sum-exp of the scaled, masked scores per row for the backward.
+ *   y = softmax(causal_mask(scale * q k^T)) v
+ * hs <= GC_ATTENTION_MAXHS. */
+#define GC_ATTENTION_MAXHS 128
+void gc_attention_fwd(gc_real *y, gc_real *lse, const gc_real *x, const long *geom, float scale);
+/* dq, dk, dv (+)= the gradients of y given dy, written into dx (x's layout:
+ * the same strides and offsets); scores recomputed tile by tile from lse. */
+void gc_attention_bwd(gc_real *dx, const gc_real *dy, const gc_real *x, const gc_real *y, const gc_real *lse,
+                      const long *geom, float scale, int acc);
+
+/* ---------------------------------------------------------------- classifier_cpu.c */
+/* The classifier matmul fused with cross-entropy (passes/fuse_classifier.c),
+ * CPU target only so far: for the N rows of x (N x C) in chunks of R rows,
+ * chunk = x_chunk w^T (R x Vp, w is Vp x C), the rows' losses, the gradient
+ * of the mean loss (dloss = 1) in place, then dx_chunk (+)= chunk w (acc bit
+ * 1) and dw (+)= chunk^T x_chunk (acc bit 2). loss[0] = mean over rows of
+ * logsumexp(logits[r, 0:V]) - logits[r, t_r], as gc_crossentropy_fwd.
+ * rowloss holds N doubles (2N floats). */
+void gc_classifier(gc_real *loss, gc_real *dx, gc_real *dw, gc_real *chunk, gc_real *rowloss, const gc_real *x,
+                   const gc_real *w, const int32_t *targets, long N, long C, long Vp, long V, long R, int acc);
 
 /* ---------------------------------------------------------------- device_cpu.c / device_cuda.cu */
 /* The target's memory, seen by train_main.c. On the CPU these are malloc and
@@ -113,17 +156,26 @@ void gc_poison(void *p, size_t bytes);
 int gc_device_init(char *err, size_t errlen);
 const char *gc_device_name(void);
 size_t gc_device_free_bytes(void);      /* CPU: 0 (unknown) */
+size_t gc_device_total_bytes(void);     /* CPU: 0 (unknown) */
 double gc_device_peak_flops(int bf16);  /* for MFU; 0 when unknown */
 void *gc_device_alloc(size_t bytes);    /* zero-filled; exits 1 with a message on failure */
 void gc_device_free(void *p);
 void gc_device_upload(void *dst, const void *src, size_t bytes);
 void gc_device_download(void *dst, const void *src, size_t bytes);
 void gc_device_sync(void);
+/* Sum of x[i]^2 over n device floats, in double, the same bits every run
+ * (the trainer's global gradient norm); waits for the device. */
+double gc_device_sumsq(const float *x, long n);
+/* x[i] *= s over n device floats (gradient clipping). */
+void gc_device_scale(float *x, long n, float s);
 
 /* ---------------------------------------------------------------- train_main.c: the program */
 
 enum { GC_INIT_ZEROS, GC_INIT_ONES, GC_INIT_NORMAL };
-enum { GC_PHASE_FWD = 1, GC_PHASE_BWD = 2, GC_PHASE_OPT = 4 };
+/* GC_PHASE_PARAMS: the host has written the fp32 master weights (init, load,
+ * gradcheck): refresh what is derived from them (the bf16 copies of
+ * --precision bf16, which the optimizer update otherwise keeps current). */
+enum { GC_PHASE_FWD = 1, GC_PHASE_BWD = 2, GC_PHASE_OPT = 4, GC_PHASE_PARAMS = 8 };
 enum { GC_REGION_PARAMS, GC_REGION_GRADS, GC_REGION_OPTSTATE, GC_REGION_ARENA, GC_NREGIONS };
 
 /* One parameter of the graph, in declaration order. Parameters are packed
@@ -178,6 +230,7 @@ typedef struct gc_program {
     size_t tokens_off, targets_off, loss_off, logits_off;
     long logits_cols;             /* Vp: row length of the logits tensor */
     double flops_per_step;        /* forward + backward + optimizer */
+    size_t device_reserve_bytes;  /* device memory needed beyond the regions (CUDA context, kernel images, cuBLASLt) */
     /* optimizer defaults from the graph's `optimizer` statement */
     float lr, beta1, beta2, eps, weight_decay;
     /* --profile categories: one per (phase, kernel, shape) in the step */
@@ -187,6 +240,10 @@ typedef struct gc_program {
     const double *prof_flops;     /* flops per step */
     /* runs the ops of the given phases (GC_PHASE_* mask) in schedule order */
     void (*run)(gc_ctx *ctx, int phases);
+    /* hash of the plan's params and optstate layout: a training state
+     * (--ckpt-dir) written by one program resumes only in a program with
+     * the same hash */
+    unsigned long long state_hash;
 } gc_program;
 
 /* The emitted program's main(): parses flags (--help lists them), allocates

@@ -13,6 +13,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <string.h>
 
 #include "gc_runtime.h"
 
@@ -23,6 +24,53 @@
  * the caller then uses BLAS. */
 int gcrt_sgemm(float *c, const float *a, const float *b, long M, long N, long K, long lda,
                long ldb, long ldc, int ta, int tb, int acc);
+
+/* ---------------------------------------------------------------- kernels_cpu.c: exp */
+/* exp of x <= 0 (x may be -inf: result 0; NaN stays NaN), written so gcc
+ * vectorizes it without -ffast-math: the clamp and the final zeroing are bit
+ * masks (a float select would be if-converted into a branch), round to
+ * nearest by adding 1.5*2^23 (n is then read from the sum's low bits),
+ * Cody-Waite reduction by ln 2, the Cephes expf polynomial (about 1 ulp),
+ * 2^n through the exponent bits. Below -87 (subnormal results) gives 0.
+ * Shared by kernels_cpu.c and attention_cpu.c. */
+static inline float gcrt_expf_nonpos(float x)
+{
+    const float lo = -87.0f;
+    uint32_t keep = (uint32_t)0 - (uint32_t) !(x < lo); /* ones unless x < lo; NaN: ones */
+    uint32_t xb, lob, tb, eb;
+    memcpy(&xb, &x, sizeof xb);
+    memcpy(&lob, &lo, sizeof lob);
+    xb = (xb & keep) | (lob & ~keep);
+    float xc;
+    memcpy(&xc, &xb, sizeof xc);
+    float t = xc * 1.44269504088896341f + 12582912.0f;
+    float n = t - 12582912.0f;
+    float r = xc - n * 0.693359375f;
+    r = r - n * -2.12194440e-4f;
+    float z = r * r;
+    float y = 1.9875691500e-4f;
+    y = y * r + 1.3981999507e-3f;
+    y = y * r + 8.3334519073e-3f;
+    y = y * r + 4.1665795894e-2f;
+    y = y * r + 1.6666665459e-1f;
+    y = y * r + 5.0000001201e-1f;
+    y = y * z + r + 1.0f;
+    memcpy(&tb, &t, sizeof tb);
+    uint32_t sb = (tb - 0x4B400000u + 127u) << 23; /* bits of 2^n */
+    float scale, e;
+    memcpy(&scale, &sb, sizeof scale);
+    e = y * scale;
+    memcpy(&eb, &e, sizeof eb);
+    eb &= keep;
+    memcpy(&e, &eb, sizeof e);
+    return e;
+}
+
+/* ---------------------------------------------------------------- kernels_cpu.c: cross-entropy rows */
+/* (shared with classifier_cpu.c) logsumexp(x[0:n]) - x[t], in double */
+double gcrt_ce_row_loss(const gc_real *x, long n, long t);
+/* d[0:V] (+)= scale * (softmax(x[0:V]) - onehot(t)), d[V:Vp] (+)= 0; d may be x */
+void gcrt_ce_row_grad(gc_real *d, const gc_real *x, long V, long Vp, long t, gc_real scale, int acc);
 
 /* ---------------------------------------------------------------- rng.c */
 /* xoshiro256** seeded through splitmix64; every stream is a pure function of
@@ -81,6 +129,8 @@ int gcrt_ckpt_load(float *params, const gc_program *prog, const char *path,
  * is left behind (neither path.tmp nor a partial path). */
 int gcrt_ckpt_save(const char *path, const gc_program *prog, const float *params,
                    char *err, size_t errlen);
+/* The version-3 header of prog's model file (GCRT_HEADER_BYTES bytes). */
+void gcrt_ckpt_header(unsigned char *h, const gc_program *prog);
 /* Checks early that path.tmp can be created (then removes it), so a bad
  * --save path fails before training rather than after. */
 int gcrt_ckpt_probe(const char *path, char *err, size_t errlen);
@@ -88,6 +138,49 @@ int gcrt_ckpt_probe(const char *path, char *err, size_t errlen);
 /* ---------------------------------------------------------------- corpus.c */
 /* The built-in training text: plain ASCII prose, about 30 KB, assembled once. */
 const char *gcrt_corpus(size_t *len);
+
+/* ---------------------------------------------------------------- state.c: training-state files */
+/* docs/checkpoints.md describes the format. Header slots (uint64, LE): */
+enum {
+    GCRT_ST_MAGIC, GCRT_ST_VERSION, GCRT_ST_HEADER_BYTES, GCRT_ST_STEP, GCRT_ST_HASH,
+    GCRT_ST_DIMS,                       /* 8 slots: B T maxT V Vp L NH C */
+    GCRT_ST_NPARAM = GCRT_ST_DIMS + 8, GCRT_ST_OPTSTATE_BYTES, GCRT_ST_PARAMS_SUM, GCRT_ST_SEED,
+    GCRT_ST_DATA_EPOCH, GCRT_ST_DATA_POS,
+    GCRT_ST_DATA_RNG,                   /* 4 slots: xoshiro256** state */
+    GCRT_ST_SKIPPED = GCRT_ST_DATA_RNG + 4, GCRT_ST_PAYLOAD_SUM,
+    GCRT_ST_HEADER_SUM = 127            /* checksum of slots 0..126 */
+};
+#define GCRT_STATE_MAGIC 0x3145544154534347ull   /* "GCSTATE1" */
+#define GCRT_STATE_VERSION 1
+
+typedef struct {
+    long long step;                /* steps completed */
+    unsigned long long hash;       /* gc_program.state_hash of the writer */
+    long dims[8];                  /* B T maxT V Vp L NH C */
+    long nparam_elems;
+    size_t optstate_bytes;
+    uint64_t params_sum;           /* gcrt_checksum of the model file's fp32 params */
+    uint64_t seed;
+    long long data_epoch, data_pos;
+    uint64_t data_rng[4];
+    long long skipped;             /* steps skipped as non-finite so far */
+    const unsigned char *optstate; /* parse: points into the buffer parsed */
+} gcrt_state;
+
+/* A 64-bit checksum of n bytes, continuing from h (start with 0). */
+uint64_t gcrt_checksum(uint64_t h, const void *p, size_t n);
+/* s with prog's hash, dims and sizes; everything else zero. */
+void gcrt_state_init(gcrt_state *s, const gc_program *prog);
+/* The 1024-byte header of s, whose payload is optstate (s->optstate_bytes). */
+void gcrt_state_header(unsigned char *h, const gcrt_state *s, const void *optstate);
+/* Parses a whole state file held in buf[0..len): 0, or -1 with "NAME:
+ * offset N: why" in err. Checks the format only (magic, version, checksums,
+ * sizes), not that the state suits a program. s->optstate points into buf. */
+int gcrt_state_parse(const void *buf, size_t len, const char *name, gcrt_state *s, char *err, size_t errlen);
+/* Does a parsed state suit prog (dims, parameter count, plan hash, sizes)? */
+int gcrt_state_check(const gcrt_state *s, const gc_program *prog, const char *name, char *err, size_t errlen);
+/* Reads path into a malloc'd *buf and parses it (the caller frees *buf). */
+int gcrt_state_read(const char *path, void **buf, gcrt_state *s, char *err, size_t errlen);
 
 /* ---------------------------------------------------------------- flags.c */
 #ifndef GC_RUNTIME_VERSION
@@ -99,6 +192,12 @@ enum { GCRT_DEFAULT_VAL_BATCHES = 8 };
 typedef struct {
     const char *data, *val_data, *init, *save, *log;
     long steps, val_every, val_batches, threads, sample, gradcheck;
+    const char *ckpt_dir, *resume;   /* --ckpt-dir, --resume */
+    long save_every, keep;
+    long warmup;                     /* --warmup steps */
+    int lr_schedule;                 /* GCRT_LR_* */
+    double lr_final_frac, grad_clip; /* --lr-final-frac, --grad-clip (0: off) */
+    int skip_nonfinite;
     int profile;
     unsigned long long seed;
     float lr, beta1, beta2, eps, wd;
@@ -126,6 +225,11 @@ typedef struct {
     int have_val;
     FILE *log;
     double *prof;                  /* --profile: seconds per category over steps 2.. */
+    long first_step;               /* 1, or the step after the checkpoint resumed */
+    long last_ckpt;                /* step of the newest checkpoint in --ckpt-dir, 0: none */
+    long long skipped;             /* steps skipped as non-finite */
+    void *resume_buf;              /* the state file resumed from (freed at the end) */
+    const unsigned char *resume_optstate;  /* its optimizer state, uploaded once */
 } gcrt_run;
 
 /* The host batch (inputs, targets) into the arena's tokens and targets. */
@@ -140,12 +244,54 @@ double gcrt_now_ms(void);                     /* monotonic clock */
 size_t gcrt_total_region_bytes(const gc_program *p);
 /* Program, dims, parameters, plan, memory and device, before the run. */
 void gcrt_print_header(const gc_program *p);
-/* The progress line of one step and its JSONL record (val: NAN when none). */
-void gcrt_report_step(gcrt_run *st, long step, float loss, double ms, double val);
+/* What one training step measured. */
+typedef struct {
+    long step;
+    float loss;
+    double ms, lr;
+    double gnorm;        /* global gradient norm, NAN when the program has no grads region */
+    double val;          /* validation loss, NAN when none */
+    int skipped;         /* --skip-nonfinite skipped this step's update */
+} gcrt_step_info;
+
+/* The progress line of one step and its JSONL record. */
+void gcrt_report_step(gcrt_run *st, const gcrt_step_info *si);
 /* The --profile table: categories by time, largest first. */
 void gcrt_print_profile(const gcrt_run *st, long nsteps, double step_ms);
 
+/* ---------------------------------------------------------------- schedule.c */
+enum { GCRT_LR_CONSTANT, GCRT_LR_COSINE, GCRT_LR_LINEAR };
+/* "constant" | "cosine" | "linear" -> GCRT_LR_*, or -1. */
+int gcrt_lr_schedule_parse(const char *s);
+const char *gcrt_lr_schedule_name(int k);
+/* The learning rate of `step` (1-based) under o's lr, warmup, schedule,
+ * final fraction and total steps. */
+float gcrt_lr_at(const gcrt_options *o, long step);
+/* The factor gradients are multiplied by: clip/norm when norm > clip > 0, else 1. */
+float gcrt_clip_scale(double norm, double clip);
+
+/* ---------------------------------------------------------------- loader.c */
+/* Opens --data (or the built-in corpus) and --val-data; 0 or exit status 1. */
+int gcrt_data_open(gcrt_run *st);
+/* The next training batch into st->inputs and st->targets. */
+void gcrt_data_next(gcrt_run *st);
+/* Where the training stream stands, into s (data_epoch, data_pos, data_rng). */
+void gcrt_data_position(const gcrt_run *st, gcrt_state *s);
+/* Continues the stream from a checkpoint's position; 0 or exit status 1. */
+int gcrt_data_seek(gcrt_run *st, const gcrt_state *s);
+
 /* ---------------------------------------------------------------- ckpt.c */
+/* --ckpt-dir: creates DIR (one level) if needed and checks that it is
+ * writable; 0 or exit status 1. */
+int gcrt_ckpt_dir_open(const char *dir);
+/* Writes the checkpoint of `step` (model + state, atomically) into
+ * --ckpt-dir and applies --keep; 0 or exit status 1 (the previous
+ * checkpoint is then intact, and the message says so). */
+int gcrt_ckpt_write(gcrt_run *st, long step);
+/* --resume DIR: loads the newest checkpoint into st (params on the host,
+ * resume_optstate, first_step, data position); *found = 0 when DIR has
+ * none. 0 or exit status 1. */
+int gcrt_ckpt_resume(gcrt_run *st, int *found);
 /* --save: the trained parameters as an llm.c model file; 0 or exit status 1. */
 int gcrt_save_final(gcrt_run *st);
 

@@ -57,6 +57,7 @@ static int pick_elements(check *c, long n, const gc_program *p, const float *g, 
 static double loss_at(gcrt_run *st, long k, float v)
 {
     gc_device_upload(st->ctx.region[GC_REGION_PARAMS] + (size_t)k * 4, &v, 4);
+    st->prog->run(&st->ctx, GC_PHASE_PARAMS);
     gcrt_upload_batch(st);
     st->prog->run(&st->ctx, GC_PHASE_FWD);
     return gcrt_read_loss(st);
@@ -71,6 +72,7 @@ static double finite_diff(gcrt_run *st, long k, double h)
     float lo = (float)(p0 - h * fmax(1.0, fabs(p0)));
     double fp = loss_at(st, k, hi), fm = loss_at(st, k, lo);
     gc_device_upload(st->ctx.region[GC_REGION_PARAMS] + (size_t)k * 4, &p0, 4);
+    st->prog->run(&st->ctx, GC_PHASE_PARAMS);
     return (fp - fm) / ((double)hi - (double)lo);
 }
 

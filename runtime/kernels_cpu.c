@@ -90,44 +90,8 @@ _Static_assert(sizeof(gc_real) == (GC_REAL_IS_DOUBLE ? sizeof(double) : sizeof(f
 static inline double exp_nonpos(double x) { return exp(x); }
 #else
 #define gc_sqrt sqrtf
-/* exp of x <= 0 (x may be -inf: result 0; NaN stays NaN), written so gcc
- * vectorizes it without -ffast-math: the clamp and the final zeroing are bit
- * masks (a float select would be if-converted into a branch), round to
- * nearest by adding 1.5*2^23 (n is then read from the sum's low bits),
- * Cody-Waite reduction by ln 2, the Cephes expf polynomial (about 1 ulp),
- * 2^n through the exponent bits. Below -87 (subnormal results) gives 0. */
-static inline float exp_nonpos(float x)
-{
-    const float lo = -87.0f;
-    uint32_t keep = (uint32_t)0 - (uint32_t) !(x < lo); /* ones unless x < lo; NaN: ones */
-    uint32_t xb, lob, tb, eb;
-    memcpy(&xb, &x, sizeof xb);
-    memcpy(&lob, &lo, sizeof lob);
-    xb = (xb & keep) | (lob & ~keep);
-    float xc;
-    memcpy(&xc, &xb, sizeof xc);
-    float t = xc * 1.44269504088896341f + 12582912.0f;
-    float n = t - 12582912.0f;
-    float r = xc - n * 0.693359375f;
-    r = r - n * -2.12194440e-4f;
-    float z = r * r;
-    float y = 1.9875691500e-4f;
-    y = y * r + 1.3981999507e-3f;
-    y = y * r + 8.3334519073e-3f;
-    y = y * r + 4.1665795894e-2f;
-    y = y * r + 1.6666665459e-1f;
-    y = y * r + 5.0000001201e-1f;
-    y = y * z + r + 1.0f;
-    memcpy(&tb, &t, sizeof tb);
-    uint32_t sb = (tb - 0x4B400000u + 127u) << 23; /* bits of 2^n */
-    float scale, e;
-    memcpy(&scale, &sb, sizeof scale);
-    e = y * scale;
-    memcpy(&eb, &e, sizeof eb);
-    eb &= keep;
-    memcpy(&e, &eb, sizeof e);
-    return e;
-}
+/* exp of x <= 0 (-inf: 0): gc_runtime_internal.h */
+static inline float exp_nonpos(float x) { return gcrt_expf_nonpos(x); }
 #endif
 
 /* ROW_CLONES: the row loops that evaluate exp (softmax, cross-entropy) also
@@ -608,7 +572,7 @@ void gc_causal_mask_bwd(gc_real *dx, const gc_real *dy, long batch, long T, int 
 /* ------------------------------------------------------------------ cross-entropy */
 
 /* logsumexp(x[0:n]) - x[t], max subtracted, the sum in double. */
-ROW_CLONES static double ce_row_loss(const gc_real *x, long n, long t)
+ROW_CLONES double gcrt_ce_row_loss(const gc_real *x, long n, long t)
 {
     gc_real m = row_max(x, n);
     return log(row_sumexp(x, n, m)) + (double)m - (double)x[t];
@@ -632,7 +596,7 @@ void gc_crossentropy_fwd(gc_real *loss, const gc_real *logits, const int32_t *ta
     }
     #pragma omp parallel for schedule(static) if (n * V >= PAR_MIN_WORK)
     for (long r = 0; r < n; r++)
-        rl[r] = ce_row_loss(logits + r * Vp, V, targets[r]);
+        rl[r] = gcrt_ce_row_loss(logits + r * Vp, V, targets[r]);
     double sum = 0.0;
     for (long r = 0; r < n; r++)
         sum += rl[r];
@@ -652,7 +616,7 @@ static inline void ce_grad_add(gc_real *d, const gc_real *x, long lo, long hi, g
  * - onehot(t)), d[V:Vp] (+)= 0. d may be x. Without acc the exponentials are
  * stored in d and scaled in a second pass (one exp per element); with acc
  * they are computed twice. */
-ROW_CLONES static void ce_row_grad(gc_real *d, const gc_real *x, long V, long Vp, long t,
+ROW_CLONES void gcrt_ce_row_grad(gc_real *d, const gc_real *x, long V, long Vp, long t,
                                    gc_real scale, int acc)
 {
     gc_real m = row_max(x, V);
@@ -686,7 +650,7 @@ void gc_crossentropy_bwd(gc_real *dlogits, const gc_real *dloss, const gc_real *
     gc_real scale = dloss[0] / (gc_real)n;
     #pragma omp parallel for schedule(static) if (n * V >= PAR_MIN_WORK)
     for (long r = 0; r < n; r++)
-        ce_row_grad(dlogits + r * Vp, logits + r * Vp, V, Vp, targets[r], scale, acc & 1);
+        gcrt_ce_row_grad(dlogits + r * Vp, logits + r * Vp, V, Vp, targets[r], scale, acc & 1);
 }
 
 /* ------------------------------------------------------------------ fill, adamw, poison */
@@ -820,6 +784,17 @@ void gc_adamw(float *p, const float *g, float *m, float *v, long n, float lr, fl
     #pragma omp parallel for schedule(static) if (nblk > 1)
     for (long k = 0; k < nblk; k++)
         adamw_range(&h, avx, p, g, m, v, k * blk, (k + 1) * blk < n ? (k + 1) * blk : n);
+}
+
+void gc_adamw_multi(const gc_adamw_tensor *u, int n, float lr, float beta1, float beta2, float eps, int t)
+{
+    for (int i = 0; i < n; i++) {
+        if (u[i].pcopy) {
+            fprintf(stderr, "%s:%d: internal error: a bf16 weight copy on the CPU target\n", __FILE__, __LINE__);
+            exit(1);
+        }
+        gc_adamw(u[i].p, u[i].g, u[i].m, u[i].v, u[i].n, lr, beta1, beta2, eps, u[i].wd, t);
+    }
 }
 
 /* `bytes` bytes at p = 0xFF: a quiet NaN in every float format (f32, f64,

@@ -112,22 +112,33 @@ void gcrt_print_header(const gc_program *p)
     printf("device: %s | threads %d\n", gc_device_name(), max_threads());
 }
 
-void gcrt_report_step(gcrt_run *st, long step, float loss, double ms, double val)
+void gcrt_report_step(gcrt_run *st, const gcrt_step_info *si)
 {
     const gc_program *p = st->prog;
-    double tps = (double)st->BT / (ms / 1e3), peak = gc_device_peak_flops(p->bf16);
-    printf("step %4ld/%ld | loss %.6f | %.1f ms | %.0f tok/s", step, st->o.steps, loss, ms, tps);
+    double ms = si->ms, tps = (double)st->BT / (ms / 1e3), peak = gc_device_peak_flops(p->bf16);
+    printf("step %4ld/%ld | loss %.6f | lr %.3e", si->step, st->o.steps, si->loss, si->lr);
+    if (!isnan(si->gnorm))
+        printf(" | norm %.4f", si->gnorm);
+    printf(" | %.1f ms | %.0f tok/s", ms, tps);
     if (peak > 0 && p->flops_per_step > 0)
         printf(" | MFU %.1f%%", 100.0 * p->flops_per_step / (ms / 1e3) / peak);
-    if (!isnan(val))
-        printf(" | val loss %.6f", val);
+    if (!isnan(si->val))
+        printf(" | val loss %.6f", si->val);
+    if (si->skipped)
+        printf(" | SKIPPED (non-finite; %lld so far)", st->skipped);
     putchar('\n');
     fflush(stdout);
     if (!st->log)
         return;
-    fprintf(st->log, "{\"step\":%ld,\"loss\":%.9g,\"ms\":%.3f,\"tok_per_s\":%.1f", step, loss, ms, tps);
-    if (!isnan(val))
-        fprintf(st->log, ",\"val_loss\":%.9g", val);
+    fprintf(st->log, "{\"step\":%ld,\"loss\":%.9g,\"ms\":%.3f,\"tok_per_s\":%.1f,\"lr\":%.9g", si->step,
+            si->loss, ms, tps, si->lr);
+    if (!isnan(si->gnorm) || si->skipped)   /* JSON has no NaN: a non-finite norm is a string */
+        isfinite(si->gnorm) ? fprintf(st->log, ",\"grad_norm\":%.9g", si->gnorm)
+                            : fprintf(st->log, ",\"grad_norm\":\"%s\"", isnan(si->gnorm) ? "nan" : "inf");
+    if (!isnan(si->val))
+        fprintf(st->log, ",\"val_loss\":%.9g", si->val);
+    if (si->skipped)
+        fprintf(st->log, ",\"skipped\":true,\"skipped_total\":%lld", st->skipped);
     fputs("}\n", st->log);
     fflush(st->log);
 }

@@ -12,6 +12,7 @@
  */
 #include <errno.h>
 #include <math.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -31,6 +32,13 @@ extern void openblas_set_num_threads(int n) __attribute__((weak));
 static int in_region(size_t off, double bytes, size_t size)
 {
     return (double)off + bytes <= (double)size;
+}
+
+/* Does the program keep every parameter's gradient in its grads region
+ * (plain schedule), so the global norm exists before any update? */
+static int has_grads(const gc_program *p)
+{
+    return p->nparam_elems > 0 && p->region_bytes[GC_REGION_GRADS] >= (size_t)p->nparam_elems * 4;
 }
 
 /* Checks what gc_main relies on in the emitted table; a failure is a
@@ -55,6 +63,10 @@ static int check_program(const gc_program *p, const gcrt_options *o)
         return gcrt_errorf("internal: tokens, targets or loss lie outside the arena (%zu bytes)", arena);
     if (o->sample > 0 && (p->logits_cols < p->V || !in_region(p->logits_off, (p->bf16 ? 2 : 4) * bt * (double)p->logits_cols, arena)))
         return gcrt_errorf("--sample: this program exposes no [B, T, %ld] logits tensor in its arena", p->V);
+    if (o->grad_clip > 0 && !has_grads(p))
+        return gcrt_errorf("--grad-clip: this program updates each parameter inside the backward pass (fused-opt "
+                           "schedule), before the global gradient norm is known; compile it with --schedule plain "
+                           "(docs/training.md: its memory cost)");
     return 0;
 }
 
@@ -69,43 +81,30 @@ static void set_threads(long n)
         openblas_set_num_threads((int)n);
 }
 
-/* On a device that knows its free memory the plan must fit, or nothing starts. */
+/* On a device that knows its free memory the plan and the stated reserve
+ * (CUDA context, kernel images, cuBLASLt: they load lazily, after the
+ * regions) must fit, or nothing starts. */
 static int check_fits(const gc_program *p)
 {
     size_t need = gcrt_total_region_bytes(p), avail = gc_device_free_bytes();
-    if (avail > 0 && need > avail)
-        return gcrt_errorf("the plan needs %zu bytes of device memory but %s has only %zu bytes free",
-                      need, gc_device_name(), avail);
+    if (avail > 0 && need + p->device_reserve_bytes > avail)
+        return gcrt_errorf("the plan needs %zu bytes of device memory plus a reserve of %zu (CUDA context, kernel "
+                           "images, cuBLASLt) but %s has only %zu bytes free",
+                           need, p->device_reserve_bytes, gc_device_name(), avail);
     return 0;
 }
 
-static int open_data(gcrt_run *st)
+/* After the first step everything that loads lazily has loaded: the memory in
+ * use beyond the regions is what the reserve must cover. */
+static void report_reserve(const gcrt_run *st)
 {
-    const gc_program *p = st->prog;
-    char err[512];
-    int rc;
-    if (st->o.data) {
-        rc = gcrt_shard_open(&st->train, st->o.data, st->BT + 1, p->V, err, sizeof err);
-    } else {
-        if (p->V < 256)
-            return gcrt_errorf("the built-in corpus is byte-level and needs V >= 256, but this program has V = %ld; "
-                          "pass --data FILE or compile with V >= 256", p->V);
-        size_t n;
-        const char *text = gcrt_corpus(&n);
-        rc = gcrt_shard_from_text(&st->train, "built-in corpus", text, n, st->BT + 1, p->V, err, sizeof err);
-    }
-    if (rc == 0 && st->o.val_data) {
-        rc = gcrt_shard_open(&st->val, st->o.val_data, st->BT + 1, p->V, err, sizeof err);
-        st->have_val = rc == 0;
-    }
-    if (rc != 0)
-        return gcrt_errorf("%s", err);
-    printf("data: %s (%ld tokens, %ld batches of B*T = %ld)\n", st->train.name, st->train.ntok,
-           gcrt_shard_nbatches(&st->train, st->BT), st->BT);
-    if (st->have_val)
-        printf("val data: %s (%ld tokens, %ld batches)\n", st->val.name, st->val.ntok,
-               gcrt_shard_nbatches(&st->val, st->BT));
-    return 0;
+    size_t total = gc_device_total_bytes(), free_b = gc_device_free_bytes(), plan = gcrt_total_region_bytes(st->prog);
+    if (total == 0)
+        return;
+    size_t used = total - free_b, other = used > plan ? used - plan : 0;
+    printf("device memory after the first step: %zu bytes in use = plan %zu + %zu other (CUDA context, kernel "
+           "images, cuBLASLt; gcompile reserves %zu: %s)\n",
+           used, plan, other, st->prog->device_reserve_bytes, other <= st->prog->device_reserve_bytes ? "ok" : "EXCEEDED");
 }
 
 static int open_outputs(gcrt_run *st)
@@ -114,7 +113,7 @@ static int open_outputs(gcrt_run *st)
     if (st->o.save && gcrt_ckpt_probe(st->o.save, err, sizeof err) != 0)
         return gcrt_errorf("%s", err);
     if (st->o.log) {
-        st->log = fopen(st->o.log, "w");
+        st->log = fopen(st->o.log, st->first_step > 1 ? "a" : "w");   /* a resumed run appends */
         if (!st->log)
             return gcrt_errorf("%s: cannot open log: %s", st->o.log, strerror(errno));
     }
@@ -142,6 +141,11 @@ static int prepare_params(gcrt_run *st)
     st->params = malloc((size_t)(p->nparam_elems ? p->nparam_elems : 1) * sizeof(float));
     if (!st->params)
         return gcrt_errorf("cannot allocate %ld parameters on the host", p->nparam_elems);
+    int resumed = 0;
+    if (st->o.resume && gcrt_ckpt_resume(st, &resumed) != 0)
+        return 1;
+    if (resumed)
+        return 0;
     if (!st->o.init) {
         init_params(st->params, p, st->o.seed);
         printf("init: seeded (seed %llu)\n", st->o.seed);
@@ -167,6 +171,9 @@ static void alloc_regions(gcrt_run *st)
                gcrt_total_region_bytes(p), before - after);
     if (p->nparam_elems)
         gc_device_upload(st->ctx.region[GC_REGION_PARAMS], st->params, (size_t)p->nparam_elems * 4);
+    p->run(&st->ctx, GC_PHASE_PARAMS);   /* the bf16 weight copies, if any */
+    if (st->resume_optstate && p->region_bytes[GC_REGION_OPTSTATE])
+        gc_device_upload(st->ctx.region[GC_REGION_OPTSTATE], st->resume_optstate, p->region_bytes[GC_REGION_OPTSTATE]);
     st->ctx.lr = st->o.lr, st->ctx.beta1 = st->o.beta1, st->ctx.beta2 = st->o.beta2;
     st->ctx.eps = st->o.eps, st->ctx.weight_decay = st->o.wd;
     st->ctx.t = 1;
@@ -185,6 +192,7 @@ static void release(gcrt_run *st)
     free(st->prof);
     free(st->inputs);
     free(st->targets);
+    free(st->resume_buf);
 }
 
 /* ---------------------------------------------------------------- one step */
@@ -238,36 +246,136 @@ static int want_val(const gcrt_run *st, long step)
     return st->have_val && ((every > 0 && step % every == 0) || step == st->o.steps);
 }
 
-static int train(gcrt_run *st)
+/* SIGINT/SIGTERM: the step in flight finishes, a checkpoint is written, exit 0. */
+static volatile sig_atomic_t stop_signal;
+
+static void on_stop(int sig) { stop_signal = sig; }
+
+static void catch_stop_signals(void)
+{
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_stop;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGTERM, &sa, NULL);
+}
+
+static int ckpt_due(const gcrt_run *st, long step)
+{
+    const gcrt_options *o = &st->o;
+    return o->ckpt_dir && ((o->save_every > 0 && step % o->save_every == 0) || step == o->steps || stop_signal);
+}
+
+/* One training step on the batch in st->inputs/targets. A program that keeps
+ * all gradients (plain schedule) runs forward and backward, measures the
+ * global gradient norm, clips, then updates: the update is skipped (and
+ * si->skipped set) when the loss or the norm is not finite and
+ * --skip-nonfinite is on. A fused-opt program updates inside its backward;
+ * with --skip-nonfinite its forward runs first, alone, so a non-finite loss
+ * can still skip the backward and the update. */
+static void run_step(gcrt_run *st, gcrt_step_info *si)
+{
+    const gc_program *p = st->prog;
+    float *grads = (float *)st->ctx.region[GC_REGION_GRADS];
+    si->gnorm = NAN;
+    si->skipped = 0;
+    if (has_grads(p)) {
+        p->run(&st->ctx, GC_PHASE_FWD | GC_PHASE_BWD);
+        si->loss = gcrt_read_loss(st);
+        si->gnorm = sqrt(gc_device_sumsq(grads, p->nparam_elems));
+        if (st->o.skip_nonfinite && !(isfinite(si->loss) && isfinite(si->gnorm))) {
+            si->skipped = 1;
+            return;
+        }
+        float scale = gcrt_clip_scale(si->gnorm, st->o.grad_clip);
+        if (scale != 1.0f)
+            gc_device_scale(grads, p->nparam_elems, scale);
+        p->run(&st->ctx, GC_PHASE_OPT);
+        gc_device_sync();
+        return;
+    }
+    if (st->o.skip_nonfinite) {
+        p->run(&st->ctx, GC_PHASE_FWD);
+        si->loss = gcrt_read_loss(st);
+        if (!isfinite(si->loss)) {
+            si->skipped = 1;
+            return;
+        }
+        p->run(&st->ctx, GC_PHASE_BWD | GC_PHASE_OPT);
+        gc_device_sync();
+        return;
+    }
+    p->run(&st->ctx, GC_PHASE_FWD | GC_PHASE_BWD | GC_PHASE_OPT);
+    si->loss = gcrt_read_loss(st);
+}
+
+/* A non-finite loss or gradient norm without --skip-nonfinite: the run stops. */
+static int nonfinite(const gcrt_run *st, const gcrt_step_info *si)
+{
+    const char *what = !isfinite(si->loss) ? "loss" : "gradient norm";
+    double v = !isfinite(si->loss) ? si->loss : si->gnorm;
+    char last[512];
+    if (st->last_ckpt > 0)
+        snprintf(last, sizeof last, "the last good checkpoint is step %ld in %s (--resume %s)", st->last_ckpt,
+                 st->o.ckpt_dir, st->o.ckpt_dir);
+    else
+        snprintf(last, sizeof last, "no checkpoint of this run was written%s",
+                 st->o.ckpt_dir ? " yet" : " (no --ckpt-dir)");
+    return gcrt_errorf("step %ld: %s is %s; stopped: %s; --skip-nonfinite skips such steps", si->step, what,
+                       isnan(v) ? "nan" : "inf", last);
+}
+
+/* Steps first_step..steps; *stopped = 1 when a signal ended the run early. */
+static int train(gcrt_run *st, int *stopped)
 {
     double sum_ms = 0;
+    long timed = 0;
     if (st->o.profile && st->prog->nprof > 0 &&
         !(st->prof = calloc((size_t)st->prog->nprof, sizeof *st->prof)))
         return gcrt_errorf("--profile: out of memory");
-    for (long step = 1; step <= st->o.steps; step++) {
+    catch_stop_signals();
+    for (long step = st->first_step; step <= st->o.steps; step++) {
         double t0 = gcrt_now_ms();
+        gcrt_step_info si = {.step = step, .lr = gcrt_lr_at(&st->o, step), .val = NAN};
         st->ctx.t = (int)step;
+        st->ctx.lr = (float)si.lr;
         st->ctx.prof = st->prof;
-        float loss = gcrt_run_batch(st, &st->train, GC_PHASE_FWD | GC_PHASE_BWD | GC_PHASE_OPT);
-        double ms = gcrt_now_ms() - t0, val = NAN;
+        gcrt_data_next(st);
+        gcrt_upload_batch(st);
+        run_step(st, &si);
+        si.ms = gcrt_now_ms() - t0;
         st->ctx.prof = NULL;
-        if (st->prof && step == 1 && st->o.steps > 1)    /* step 1 pays first-touch page faults */
+        if (st->prof && step == st->first_step && st->o.steps > step)   /* the first step pays first-touch page faults */
             memset(st->prof, 0, (size_t)st->prog->nprof * sizeof *st->prof);
-        if (!isfinite(loss))
-            return gcrt_errorf("step %ld: loss is %s", step, isnan(loss) ? "nan" : "inf");
-        if (want_val(st, step) && validate(st, &val))
+        st->skipped += si.skipped;
+        if (!si.skipped && (!isfinite(si.loss) || (has_grads(st->prog) && !isfinite(si.gnorm))))
+            return nonfinite(st, &si);
+        if (want_val(st, step) && validate(st, &si.val))
             return 1;
-        gcrt_report_step(st, step, loss, ms, val);
-        if (step > 1 || st->o.steps == 1)
-            sum_ms += ms;
+        gcrt_report_step(st, &si);
+        if (step == st->first_step)
+            report_reserve(st);
+        if (step > st->first_step || st->o.steps == step)
+            sum_ms += si.ms, timed++;
+        if (ckpt_due(st, step) && gcrt_ckpt_write(st, step))
+            return 1;
+        if (stop_signal) {
+            printf("stopped by %s after step %ld%s\n", stop_signal == SIGINT ? "SIGINT" : "SIGTERM", step,
+                   st->o.ckpt_dir ? "; resume with --resume" : " (no --ckpt-dir: nothing saved)");
+            *stopped = 1;
+            return 0;
+        }
     }
-    if (st->o.steps > 0) {
-        double mean = sum_ms / (double)(st->o.steps > 1 ? st->o.steps - 1 : 1);
-        printf("done: %ld steps | %.1f ms/step | %.0f tok/s%s\n", st->o.steps, mean,
-               (double)st->BT / (mean / 1e3), st->o.steps > 1 ? " (mean over steps 2..)" : "");
+    if (timed > 0) {
+        double mean = sum_ms / (double)timed;
+        printf("done: %ld steps | %.1f ms/step | %.0f tok/s", st->o.steps, mean, (double)st->BT / (mean / 1e3));
+        if (timed > 1)
+            printf(" (mean over steps %ld..)", st->first_step + 1);
+        putchar('\n');
         if (st->prof)
-            gcrt_print_profile(st, st->o.steps > 1 ? st->o.steps - 1 : 1, mean);
-    } else if (st->have_val) {
+            gcrt_print_profile(st, timed, mean);
+    } else if (st->have_val && st->first_step == 1) {
         double val;
         if (validate(st, &val))
             return 1;
@@ -293,7 +401,8 @@ static int run_program(gcrt_run *st)
     if (gc_device_init(err, sizeof err) != 0)
         return gcrt_errorf("%s", *err ? err : "device initialisation failed");
     gcrt_print_header(p);
-    if (check_fits(p) || open_data(st) || open_outputs(st) || prepare_params(st))
+    if (check_fits(p) || gcrt_data_open(st) || (st->o.ckpt_dir && gcrt_ckpt_dir_open(st->o.ckpt_dir)) ||
+        prepare_params(st) || open_outputs(st))
         return 1;
     st->inputs = calloc((size_t)st->BT, sizeof(int32_t));
     st->targets = calloc((size_t)st->BT, sizeof(int32_t));
@@ -303,7 +412,8 @@ static int run_program(gcrt_run *st)
     fflush(stdout);
     if (st->o.gradcheck)
         return gcrt_gradcheck(st);
-    if (train(st) || (st->o.save && gcrt_save_final(st)) || (st->o.sample && gcrt_sample(st)))
+    int stopped = 0;
+    if (train(st, &stopped) || (st->o.save && gcrt_save_final(st)) || (!stopped && st->o.sample && gcrt_sample(st)))
         return 1;
     return 0;
 }
@@ -317,6 +427,7 @@ int gc_main(int argc, char **argv, const gc_program *prog)
     if (rc != GCRT_PARSE_RUN)
         return rc;
     st.BT = prog->B * prog->T;
+    st.first_step = 1;
     rc = run_program(&st);
     fflush(stdout);
     release(&st);

@@ -52,6 +52,19 @@ int gc_device_init(char *err, size_t errlen)
 
 const char *gc_device_name(void) { return dev_name; }
 
+int gc_cuda_cc_major(void)
+{
+    if (dev_ready)
+        return dev_major;
+    int d = 0, major = 0;   /* kernels used before gc_device_init (tests): the current device */
+    if (cudaGetDevice(&d) != cudaSuccess ||
+        cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, d) != cudaSuccess) {
+        (void)cudaGetLastError();
+        return 0;
+    }
+    return major;
+}
+
 size_t gc_device_free_bytes(void)
 {
     size_t free_b = 0, total = 0;
@@ -89,6 +102,13 @@ double gc_device_peak_flops(int bf16)
         }
     }
     return 0.0;
+}
+
+size_t gc_device_total_bytes(void)
+{
+    size_t free_b = 0, total = 0;
+    GC_CUDA_CHECK(cudaMemGetInfo(&free_b, &total));
+    return total;
 }
 
 void *gc_device_alloc(size_t bytes)
@@ -147,4 +167,52 @@ void gc_device_sync(void)
 {
     GC_CUDA_CHECK(cudaStreamSynchronize(gc_stream));
     gc_cuda_check_errors();
+}
+
+/* ---------------------------------------------------------------- gradient norm and scale */
+
+enum { SUMSQ_BLOCKS = 256, SUMSQ_THREADS = 256 };
+
+/* part[b] = sum of x[i]^2 over the grid-stride share of block b, in double;
+ * the host adds the parts in block order, so the result is deterministic. */
+static __global__ void gc_sumsq_kernel(double *part, const float *x, long n)
+{
+    __shared__ double s[SUMSQ_THREADS];
+    double acc = 0;
+    for (long i = (long)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (long)gridDim.x * blockDim.x)
+        acc += (double)x[i] * (double)x[i];
+    s[threadIdx.x] = acc;
+    __syncthreads();
+    for (int w = SUMSQ_THREADS / 2; w > 0; w /= 2) {
+        if ((int)threadIdx.x < w)
+            s[threadIdx.x] += s[threadIdx.x + w];
+        __syncthreads();
+    }
+    if (threadIdx.x == 0)
+        part[blockIdx.x] = s[0];
+}
+
+static __global__ void gc_scale_kernel(float *x, long n, float s)
+{
+    for (long i = (long)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (long)gridDim.x * blockDim.x)
+        x[i] *= s;
+}
+
+double gc_device_sumsq(const float *x, long n)
+{
+    static double *part;
+    double host[SUMSQ_BLOCKS];
+    if (!part)
+        GC_CUDA_CHECK(cudaMalloc((void **)&part, SUMSQ_BLOCKS * sizeof(double)));
+    GC_LAUNCH(gc_sumsq_kernel, SUMSQ_BLOCKS, SUMSQ_THREADS, 0, part, x, n);
+    gc_device_download(host, part, sizeof host);
+    double sum = 0;
+    for (int b = 0; b < SUMSQ_BLOCKS; b++)
+        sum += host[b];
+    return sum;
+}
+
+void gc_device_scale(float *x, long n, float s)
+{
+    GC_LAUNCH(gc_scale_kernel, SUMSQ_BLOCKS, SUMSQ_THREADS, 0, x, n, s);
 }

@@ -116,10 +116,18 @@ void gc_cuda_check_errors(void);
 void gc_cuda_set_workspace(void *p, size_t bytes);
 #define GC_CUDA_WORKSPACE_BYTES ((size_t)32 << 20)
 
-/* TF32 tensor cores for fp32 matmuls: off by default (fp32 then matches the
- * CPU target within 1e-4); on trades ~1e-3 relative error for ~8x speed. */
+/* TF32 tensor cores for fp32 matmuls (fp32 operands rounded to a 10-bit
+ * mantissa, fp32 accumulation), as llm.c: about 7x the fp32 rate on an H100.
+ * The emitted program turns it on before each step unless it was compiled
+ * with gcompile --no-tf32. It takes effect on sm_80 and newer only
+ * (gc_cuda_tf32() then says 1); bf16 matmuls are not affected. Error: each
+ * product a*b is off by at most 2^-10 |a b| relative, so an element of a
+ * matmul by at most (2^-10 + K 2^-24) sum_k |a_ik b_kj| (fp32 alone:
+ * K 2^-24 of that), which tests/cuda checks against the CPU. */
 void gc_cuda_set_tf32(int on);
 int gc_cuda_tf32(void);
+/* Compute capability major of the device in use (device_cuda.cu). */
+int gc_cuda_cc_major(void);
 
 /* Raised by kernels on a token or target outside [0, limit); read by
  * gc_cuda_check_errors. Defined in kernels_cuda.cu. */
@@ -169,6 +177,10 @@ void gc_fill_bf16(gc_bf16 *x, long n, float value);
 void gc_adamw_bf16(float *p, gc_bf16 *pcopy, const float *g, float *m, float *v, long n, float lr, float beta1,
                    float beta2, float eps, float wd, int t);
 void gc_cast_bf16(gc_bf16 *out, const float *in, long n);   /* round to nearest even */
+/* attention_cuda.cu: fused attention on bf16 storage, lse fp32 */
+void gc_attention_fwd_bf16(gc_bf16 *y, float *lse, const gc_bf16 *x, const long *geom, float scale);
+void gc_attention_bwd_bf16(gc_bf16 *dx, const gc_bf16 *dy, const gc_bf16 *x, const gc_bf16 *y, const float *lse,
+                           const long *geom, float scale, int acc);
 void gc_cast_f32(float *out, const gc_bf16 *in, long n);
 
 #ifdef __cplusplus

@@ -49,7 +49,7 @@ void gc_cuda_set_workspace(void *p, size_t bytes)
 }
 
 void gc_cuda_set_tf32(int on) { gc_use_tf32 = on != 0; }
-int gc_cuda_tf32(void) { return gc_use_tf32; }
+int gc_cuda_tf32(void) { return gc_use_tf32 && gc_cuda_cc_major() >= 8; }
 
 void gc_cuda_read_error(gc_cuda_error *e)
 {
@@ -172,6 +172,24 @@ template <class T> static __device__ MaxSum block_row_maxsum(const T *x, long n)
     return block_maxsum(ms);
 }
 
+/* 16-byte vectors: VecN<T> is 16 bytes of T (4 floats, 8 bf16), loaded and
+ * stored with one 128-bit access. A row kernel takes the whole vectors of a
+ * row this way when every row pointer it touches is 16-byte aligned, then
+ * the tail (n mod N elements), or the whole of a misaligned row, one element
+ * at a time. */
+template <class T> struct alignas(16) VecN {
+    static const int N = 16 / sizeof(T);
+    T v[16 / sizeof(T)];
+};
+
+__device__ __forceinline__ bool al16(const void *p) { return ((uintptr_t)p & 15u) == 0; }
+
+/* elements [0, end) of a row of n go by vectors: a multiple of N, 0 when misaligned */
+template <class T> __device__ __forceinline__ long vec_end(long n, bool aligned)
+{
+    return aligned ? n / VecN<T>::N * VecN<T>::N : 0;
+}
+
 static unsigned ceil_div(long a, long b) { return (unsigned)((a + b - 1) / b); }
 
 /* Grid size for n items of `per` each; an error above CUDA's limit. */
@@ -202,12 +220,16 @@ static uint32_t align_of(const void *p)
  *   Lt "A" = our B: stored NxK col-major (ld N) when !tb -> op N; stored KxN col-major (ld K) when tb -> op T
  *   Lt "B" = our A: stored KxM col-major (ld K) when !ta -> op N; stored MxK (ld M) when ta -> op T
  *   Lt "D" = our C: NxM col-major, ld N.
- * Descriptors and the heuristic's algorithm are cached per shape. */
+ * Descriptors and the heuristic's algorithm are cached per shape and per
+ * alignment of each pointer, the bias's included: the heuristic sees the real
+ * bias pointer (it infers the bias alignment from it), and a later call
+ * reuses the algorithm only with a bias of the same alignment. */
 typedef struct {
     long batch, M, N, K;
     int ta, tb, tf32, bias;   /* bias: the BIAS epilogue (a vector of N added to every row) */
     cudaDataType_t tab, tc;   /* element types of a and b, of c */
-    uint32_t align[3];
+    uint32_t align[4];        /* of a, b, c, bias (0: no bias) */
+    const void *bias_ptr;     /* the bias the heuristic saw (not part of the key) */
     size_t ws;
     cublasLtMatmulDesc_t desc;
     cublasLtMatrixLayout_t la, lb, lc;
@@ -247,6 +269,25 @@ static cublasLtMatrixLayout_t make_layout(cudaDataType_t type, uint64_t rows, ui
     return l;
 }
 
+static const char *type_name(cudaDataType_t t) { return t == CUDA_R_32F ? "f32" : t == CUDA_R_16BF ? "bf16" : "?"; }
+
+/* "no cuBLASLt algorithm for MxNxK, layouts …, epilogue …" and exit 1 */
+static void no_algorithm(const MatmulPlan *p, cublasStatus_t s)
+{
+    long ra = p->tb ? p->K : p->N, rb = p->ta ? p->M : p->K;   /* rows (= leading dimension) of Lt's A and B */
+    fprintf(stderr,
+            "error: no cuBLASLt algorithm for %ldx%ldx%ld (M x N x K, batch %ld), layouts A %s %ldx%ld ld %ld op %s "
+            "(%u-byte aligned), B %s %ldx%ld ld %ld op %s (%u), D %s %ldx%ld ld %ld (%u), epilogue %s",
+            p->M, p->N, p->K, p->batch, type_name(p->tab), ra, p->tb ? p->N : p->K, ra, p->tb ? "T" : "N",
+            p->align[1], type_name(p->tab), rb, p->ta ? p->K : p->M, rb, p->ta ? "T" : "N", p->align[0],
+            type_name(p->tc), p->N, p->M, p->N, p->align[2], p->bias ? "BIAS" : "DEFAULT");
+    if (p->bias)
+        fprintf(stderr, " (bias %s, %u-byte aligned)", type_name(p->tc), p->align[3]);
+    fprintf(stderr, ", compute %s, workspace %zu bytes (%s)\n", p->tf32 ? "32F_FAST_TF32" : "32F", p->ws,
+            cublasLtGetStatusString(s));
+    exit(1);
+}
+
 static void plan_build(MatmulPlan *p)
 {
     /* fp32 accumulation always; TF32 only applies to fp32 operands */
@@ -255,9 +296,11 @@ static void plan_build(MatmulPlan *p)
     int32_t opa = p->tb ? CUBLAS_OP_T : CUBLAS_OP_N, opb = p->ta ? CUBLAS_OP_T : CUBLAS_OP_N;
     GC_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_TRANSA, &opa, sizeof opa));
     GC_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_TRANSB, &opb, sizeof opb));
-    if (p->bias) {
+    if (p->bias) {   /* before the heuristic, which infers the bias alignment from the pointer */
         int32_t epi = CUBLASLT_EPILOGUE_BIAS;
         GC_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi, sizeof epi));
+        GC_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &p->bias_ptr,
+                                                       sizeof p->bias_ptr));
     }
     p->la = p->tb ? make_layout(p->tab, p->K, p->N, p->K, p->batch, p->N * p->K)
                   : make_layout(p->tab, p->N, p->K, p->N, p->batch, p->N * p->K);
@@ -277,13 +320,13 @@ static void plan_build(MatmulPlan *p)
     GC_CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &al[3], 4));
     cublasLtMatmulHeuristicResult_t res;
     int nres = 0;
-    GC_CUBLAS_CHECK(cublasLtMatmulAlgoGetHeuristic(gc_cublaslt, p->desc, p->la, p->lb, p->lc, p->lc, pref, 1, &res, &nres));
+    /* NOT_SUPPORTED: no algorithm for this problem (reported below, not as a generic cuBLAS error) */
+    cublasStatus_t s =
+        cublasLtMatmulAlgoGetHeuristic(gc_cublaslt, p->desc, p->la, p->lb, p->lc, p->lc, pref, 1, &res, &nres);
     GC_CUBLAS_CHECK(cublasLtMatmulPreferenceDestroy(pref));
-    if (nres < 1) {
-        fprintf(stderr, "%s:%d: cuBLASLt has no algorithm for matmul batch=%ld M=%ld N=%ld K=%ld ta=%d tb=%d\n",
-                __FILE__, __LINE__, p->batch, p->M, p->N, p->K, p->ta, p->tb);
-        exit(1);
-    }
+    if (s == CUBLAS_STATUS_NOT_SUPPORTED || (s == CUBLAS_STATUS_SUCCESS && nres < 1))
+        no_algorithm(p, s);
+    GC_CUBLAS_CHECK(s);
     p->algo = res.algo;
 }
 
@@ -295,7 +338,7 @@ static MatmulPlan *plan_get(const MatmulPlan *key)
             p->tb == key->tb && p->tf32 == key->tf32 && p->bias == key->bias && p->tab == key->tab &&
             p->tc == key->tc && p->ws == key->ws &&
             p->align[0] == key->align[0] &&
-            p->align[1] == key->align[1] && p->align[2] == key->align[2])
+            p->align[1] == key->align[1] && p->align[2] == key->align[2] && p->align[3] == key->align[3])
             return p;
     }
     MatmulPlan *p;
@@ -313,12 +356,33 @@ static MatmulPlan *plan_get(const MatmulPlan *key)
 
 template <class T> static void fill(T *x, long n, float value);
 
-/* c (B, M, N) (+)= op(a) (B, M, K) @ op(b) (B, K, N); a and b of type tab, c of tc */
+/* c (n / N, N) += bias (N) */
+template <class T> __global__ void add_bias_kernel(T *c, const T *bias, long n, long N)
+{
+    long e = (long)blockIdx.x * blockDim.x + threadIdx.x;
+    if (e < n)
+        store(c + e, to_f(c[e]) + to_f(bias[e % N]));
+}
+
+/* c (B, M, N) (+)= op(a) (B, M, K) @ op(b) (B, K, N); a and b of type tab, c of tc.
+ * A bias under 16-byte aligned, which cuBLASLt's bias epilogue may not take
+ * (its heuristic can pick a kernel that assumes 16), is added by a kernel
+ * after the matmul. */
 static void matmul(void *c, cudaDataType_t tc, const void *a, const void *b, cudaDataType_t tab, long batch, long M,
                    long N, long K, int ta, int tb, int acc, const void *bias = NULL)
 {
     if (batch <= 0 || M <= 0 || N <= 0)
         return;
+    if (bias && align_of(bias) < 16) {
+        matmul(c, tc, a, b, tab, batch, M, N, K, ta, tb, acc);
+        long n = batch * M * N;
+        if (tc == CUDA_R_32F)
+            GC_LAUNCH(add_bias_kernel<float>, grid_for(n, 256), 256, 0, (float *)c, (const float *)bias, n, N);
+        else
+            GC_LAUNCH(add_bias_kernel<gc_bf16>, grid_for(n, 256), 256, 0, (gc_bf16 *)c, (const gc_bf16 *)bias, n,
+                      N);
+        return;
+    }
     if (K <= 0) {
         if (!(acc & 1)) {
             if (tc == CUDA_R_32F)
@@ -338,7 +402,7 @@ static void matmul(void *c, cudaDataType_t tc, const void *a, const void *b, cud
     key.K = K;
     key.ta = ta != 0;
     key.tb = tb != 0;
-    key.tf32 = gc_use_tf32;
+    key.tf32 = tab == CUDA_R_32F && gc_cuda_tf32();
     key.tab = tab;
     key.tc = tc;
     key.ws = gc_ws_bytes;
@@ -346,6 +410,8 @@ static void matmul(void *c, cudaDataType_t tc, const void *a, const void *b, cud
     key.align[1] = align_of(b);
     key.align[2] = align_of(c);
     key.bias = bias != NULL;
+    key.align[3] = bias ? align_of(bias) : 0;
+    key.bias_ptr = bias;
     MatmulPlan *p = plan_get(&key);
     if (bias)   /* the pointer changes from call to call; the cached plan does not */
         GC_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof bias));
@@ -727,18 +793,41 @@ __global__ void layernorm_fwd_kernel(T *out, float *mean, float *rstd, const T *
     if (row >= N)
         return;   /* the whole warp */
     const T *xr = x + row * C;
+    T *o = out + row * C;
+    const int V = VecN<T>::N;   /* 16-byte vectors over [0, ve), then one by one */
+    long ve = vec_end<T>(C, al16(xr) && al16(o) && al16(w) && al16(b));
     float s = 0.0f;
-    for (long c = lane; c < C; c += 32)
+    for (long c = (long)lane * V; c < ve; c += 32L * V) {
+        VecN<T> xv = *(const VecN<T> *)(xr + c);
+#pragma unroll
+        for (int k = 0; k < V; k++)
+            s += to_f(xv.v[k]);
+    }
+    for (long c = ve + lane; c < C; c += 32)
         s += to_f(xr[c]);
     float m = warp_sum(s) / (float)C;
     float v = 0.0f;
-    for (long c = lane; c < C; c += 32) {
+    for (long c = (long)lane * V; c < ve; c += 32L * V) {
+        VecN<T> xv = *(const VecN<T> *)(xr + c);
+#pragma unroll
+        for (int k = 0; k < V; k++) {
+            float d = to_f(xv.v[k]) - m;
+            v += d * d;
+        }
+    }
+    for (long c = ve + lane; c < C; c += 32) {
         float d = to_f(xr[c]) - m;
         v += d * d;
     }
     float rs = 1.0f / sqrtf(warp_sum(v) / (float)C + eps);
-    T *o = out + row * C;
-    for (long c = lane; c < C; c += 32)
+    for (long c = (long)lane * V; c < ve; c += 32L * V) {
+        VecN<T> xv = *(const VecN<T> *)(xr + c), wv = *(const VecN<T> *)(w + c), bv = *(const VecN<T> *)(b + c), ov;
+#pragma unroll
+        for (int k = 0; k < V; k++)
+            store(&ov.v[k], (to_f(xv.v[k]) - m) * rs * to_f(wv.v[k]) + to_f(bv.v[k]));
+        *(VecN<T> *)(o + c) = ov;
+    }
+    for (long c = ve + lane; c < C; c += 32)
         store(o + c, (to_f(xr[c]) - m) * rs * to_f(w[c]) + to_f(b[c]));
     if (lane == 0) {
         if (mean)
@@ -1177,34 +1266,69 @@ void gc_cast_f32(float *out, const gc_bf16 *in, long n)
         GC_LAUNCH((cast_kernel<float, gc_bf16>), grid_for(n, 256), 256, 0, out, in, n);
 }
 
-/* llm.c's AdamW; bc1 = 1 - beta1^t, bc2 = 1 - beta2^t; pcopy (may be NULL):
- * the updated parameter rounded to bf16 */
-static __global__ void adamw_kernel(float *p, gc_bf16 *pcopy, const float *g, float *m, float *v, long n, float lr,
-                                    float beta1, float beta2, float bc1, float bc2, float eps, float wd)
+/* llm.c's AdamW over up to ADAMW_MAX tensors in one launch (a layer's
+ * update): their elements laid end to end, start[k] = the elements before
+ * tensor k; a thread finds its tensor by scanning start[]. bc1 = 1 - beta1^t,
+ * bc2 = 1 - beta2^t; pcopy (may be NULL): the updated parameter rounded to
+ * bf16. */
+enum { ADAMW_MAX = 16 };
+struct AdamwArgs {
+    int n;
+    long long start[ADAMW_MAX + 1];
+    gc_adamw_tensor u[ADAMW_MAX];
+};
+
+static __global__ void adamw_multi_kernel(AdamwArgs a, float lr, float beta1, float beta2, float bc1, float bc2,
+                                          float eps)
 {
-    long i = (long)blockIdx.x * blockDim.x + threadIdx.x;
-    if (i >= n)
-        return;
-    float gi = g[i];
-    float mi = beta1 * m[i] + (1.0f - beta1) * gi;
-    float vi = beta2 * v[i] + (1.0f - beta2) * gi * gi;
-    m[i] = mi;
-    v[i] = vi;
-    float mhat = mi / bc1, vhat = vi / bc2;
-    float pi = p[i];
-    pi -= lr * (mhat / (sqrtf(vhat) + eps) + wd * pi);
-    p[i] = pi;
-    if (pcopy)
-        store(pcopy + i, pi);
+    long long total = a.start[a.n], stride = (long long)gridDim.x * blockDim.x;
+    for (long long e = (long long)blockIdx.x * blockDim.x + threadIdx.x; e < total; e += stride) {
+        int k = 0;
+        while (e >= a.start[k + 1])
+            k++;
+        const gc_adamw_tensor &u = a.u[k];
+        long i = (long)(e - a.start[k]);
+        float gi = u.g[i];
+        float mi = beta1 * u.m[i] + (1.0f - beta1) * gi;
+        float vi = beta2 * u.v[i] + (1.0f - beta2) * gi * gi;
+        u.m[i] = mi;
+        u.v[i] = vi;
+        float mhat = mi / bc1, vhat = vi / bc2;
+        float pi = u.p[i];
+        pi -= lr * (mhat / (sqrtf(vhat) + eps) + u.wd * pi);
+        u.p[i] = pi;
+        if (u.pcopy)
+            store((gc_bf16 *)u.pcopy + i, pi);
+    }
+}
+
+void gc_adamw_multi(const gc_adamw_tensor *u, int n, float lr, float beta1, float beta2, float eps, int t)
+{
+    float bc1 = 1.0f - powf(beta1, (float)t), bc2 = 1.0f - powf(beta2, (float)t);
+    for (int k = 0; k < n;) {
+        AdamwArgs a;
+        memset(&a, 0, sizeof a);
+        for (; k < n && a.n < ADAMW_MAX; k++) {
+            if (u[k].n <= 0)
+                continue;
+            a.u[a.n] = u[k];
+            a.start[a.n + 1] = a.start[a.n] + u[k].n;
+            a.n++;
+        }
+        if (a.n == 0)
+            break;
+        long grid = (long)((a.start[a.n] + 255) / 256);
+        if (grid > 65536L * 16)   /* grid-stride beyond this */
+            grid = 65536L * 16;
+        GC_LAUNCH(adamw_multi_kernel, (unsigned)grid, 256, 0, a, lr, beta1, beta2, bc1, bc2, eps);
+    }
 }
 
 void gc_adamw_bf16(float *p, gc_bf16 *pcopy, const float *g, float *m, float *v, long n, float lr, float beta1,
                    float beta2, float eps, float wd, int t)
 {
-    if (n <= 0)
-        return;
-    float bc1 = 1.0f - powf(beta1, (float)t), bc2 = 1.0f - powf(beta2, (float)t);
-    GC_LAUNCH(adamw_kernel, grid_for(n, 256), 256, 0, p, pcopy, g, m, v, n, lr, beta1, beta2, bc1, bc2, eps, wd);
+    gc_adamw_tensor u = {p, pcopy, g, m, v, n, wd};
+    gc_adamw_multi(&u, 1, lr, beta1, beta2, eps, t);
 }
 
 void gc_adamw(float *p, const float *g, float *m, float *v, long n, float lr, float beta1, float beta2, float eps,
@@ -1219,3 +1343,6 @@ void gc_poison(void *p, size_t bytes)
     if (bytes)
         GC_CUDA_CHECK(cudaMemsetAsync(p, 0xff, bytes, gc_stream));
 }
+
+/* fused attention: its own file, built as part of this one (shares the helpers above) */
+#include "attention_cuda.cu"

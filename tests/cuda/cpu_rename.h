@@ -18,3 +18,6 @@
 #define gc_fill cpu_fill
 #define gc_adamw cpu_adamw
 #define gc_poison cpu_poison
+#define gc_adamw_multi cpu_adamw_multi
+#define gc_attention_fwd cpu_attention_fwd
+#define gc_attention_bwd cpu_attention_bwd

@@ -35,3 +35,11 @@ head -2 emu.loss | cmp -s - prof.loss || { paste prof.loss emu.loss; fail "--pro
 grep -q '^profile: [0-9]* kernels and shapes, mean over 1 step:' prof.out || { cat prof.out; fail "no profile table"; }
 grep -q ' fwd matmul_bias ' prof.out || { cat prof.out; fail "no matmul_bias row in the profile"; }
 echo "profile ok"
+# Launches per step: what the emulator launched in 2 steps minus in 1 step
+# equals the compiler's kernel_launches_per_step (ir/ops.c op_launches).
+want=$("$gc" "$graph" --config tiny --target cuda --precision "$prec" --emit summary | sed -n 's/^kernel_launches_per_step: //p')
+count() { GCEMU_COUNTS=1 ./train_emu --steps "$1" --seed 1 2>&1 >/dev/null | sed -n 's/^gcemu: launches \([0-9]*\).*/\1/p'; }
+n2=$(count 1) n3=$(count 2)
+[ -n "$want" ] && [ -n "$n2" ] && [ -n "$n3" ] || fail "launch counts missing (compiler '$want', emulator '$n2' '$n3')"
+[ $((n3 - n2)) -eq "$want" ] || fail "the emulator launched $((n3 - n2)) kernels per step, gcompile counts $want"
+echo "launches per step: $want (compiler) = $((n3 - n2)) (emulator) ok"

@@ -49,6 +49,8 @@ decltype(gc_crossentropy_bwd) cpu_crossentropy_bwd;
 decltype(gc_fill) cpu_fill;
 decltype(gc_adamw) cpu_adamw;
 decltype(gc_poison) cpu_poison;
+decltype(gc_attention_fwd) cpu_attention_fwd;
+decltype(gc_attention_bwd) cpu_attention_bwd;
 }
 
 typedef std::vector<float> Vec;
@@ -195,6 +197,77 @@ static void set_ws(size_t bytes)
 
 /* ---------------------------------------------------------------- matmul */
 
+/* TF32 (the emulator's cuBLASLt rounds fp32 operands to TF32 as the tensor
+ * cores do): every element within the stated bound of the CPU's fp32,
+ * (2^-10 + K 2^-24) sum_k |a_ik b_kj| (gc_cuda.h), and some elements not
+ * equal to fp32's, so the rounding is really there. bf16 matmuls ignore the
+ * flag (same bits as with it off). */
+static void test_matmul_tf32()
+{
+    const long M = 33, N = 17, K = 300;
+    Vec a = rand_vec(M * K), b = rand_vec(K * N), want(M * N), abs_sum(M * N, 0.0f);
+    cpu_matmul(want.data(), a.data(), b.data(), 1, M, N, K, 0, 0, 0);
+    for (long i = 0; i < M; i++)
+        for (long j = 0; j < N; j++)
+            for (long k = 0; k < K; k++)
+                abs_sum[i * N + j] += fabsf(a[i * K + k] * b[k * N + j]);
+    auto run = [&](int tf32) {
+        gc_cuda_set_tf32(tf32);
+        Vec got = run_gpu("matmul tf32", [&] {
+            Dev d;
+            float *dc = d.up(Vec(M * N, 0.0f));
+            gc_matmul(dc, d.up(a), d.up(b), 1, M, N, K, 0, 0, 0);
+            return down(dc, M * N);
+        });
+        gc_cuda_set_tf32(0);
+        return got;
+    };
+    checks++;
+    if (!(gc_cuda_set_tf32(1), gc_cuda_tf32())) {
+        printf("FAIL matmul tf32: not on for an sm_%d device\n", gc_cuda_cc_major() * 10);
+        failures++;
+    }
+    Vec t = run(1), f = run(0);
+    long differ = 0;
+    double worst = 0;
+    for (long i = 0; i < M * N; i++) {
+        double bound_tf32 = (0x1p-10 + K * 0x1p-24) * abs_sum[i], bound_f32 = K * 0x1p-24 * abs_sum[i];
+        differ += t[i] != f[i];
+        worst = fmax(worst, fabs(t[i] - want[i]) / bound_tf32);
+        if (!(fabs(t[i] - want[i]) <= bound_tf32) || !(fabs(f[i] - want[i]) <= bound_f32)) {
+            printf("FAIL matmul tf32: [%ld] tf32 %.9g fp32 %.9g want %.9g (bounds %.3g, %.3g)\n", i, t[i], f[i],
+                   want[i], bound_tf32, bound_f32);
+            failures++;
+            break;
+        }
+    }
+    checks++;
+    if (differ < M * N / 2) {
+        printf("FAIL matmul tf32: only %ld of %ld elements differ from fp32 (no TF32 rounding?)\n", differ, M * N);
+        failures++;
+    }
+    printf("matmul tf32: %ld of %ld elements differ from fp32, worst error %.2f of the bound\n", differ, M * N,
+           worst);
+    /* bf16 operands: the flag changes nothing */
+    Vec bt[2];
+    for (int tf32 = 0; tf32 < 2; tf32++) {
+        gc_cuda_set_tf32(tf32);
+        bt[tf32] = run_gpu("matmul bf16 tf32 flag", [&] {
+            Dev d;
+            std::vector<gc_bf16> ha(M * K), hb(K * N);
+            for (long i = 0; i < M * K; i++)
+                ha[i] = __float2bfloat16(a[i]);
+            for (long i = 0; i < K * N; i++)
+                hb[i] = __float2bfloat16(b[i]);
+            float *dc = d.up(Vec(M * N, 0.0f));
+            gc_matmul_bf16_f32(dc, d.up(ha), d.up(hb), 1, M, N, K, 0, 0, 0);
+            return down(dc, M * N);
+        });
+    }
+    gc_cuda_set_tf32(0);
+    same_bits("matmul bf16 ignores tf32", bt[0], bt[1]);
+}
+
 static void test_matmul()
 {
     struct { long batch, M, N, K; } shapes[] = {
@@ -220,32 +293,43 @@ static void test_matmul()
                         });
                         close(name, got, want);
                     }
-    /* TF32 on: only the flag travels (the emulator computes in fp32) */
-    gc_cuda_set_tf32(1);
-    Vec a = rand_vec(6 * 5), b = rand_vec(5 * 7), want(6 * 7);
-    cpu_matmul(want.data(), a.data(), b.data(), 1, 6, 7, 5, 0, 0, 0);
-    Vec got = run_gpu("matmul tf32", [&] {
-        Dev d;
-        float *dc = d.up(Vec(42, 0.0f));
-        gc_matmul(dc, d.up(a), d.up(b), 1, 6, 7, 5, 0, 0, 0);
-        return down(dc, 42);
-    });
-    close("matmul tf32", got, want, 1e-2f);
-    gc_cuda_set_tf32(0);
-    /* the BIAS epilogue (fusion of matmul + bias add), fp32 and bf16 */
+    test_matmul_tf32();
+    /* the BIAS epilogue (fusion of matmul + bias add), fp32 and bf16; the bias
+     * 256-byte aligned, then 16 (the same shape again: the cached algorithm
+     * was chosen for 256, so the alignment must be in the cache key, or the
+     * emulator's cuBLASLt refuses the call), then 4 (under 16: a bias-add
+     * kernel after the matmul) */
     struct { long M, N, K; int ta, tb; } bs[] = {{1, 1, 1, 0, 0}, {33, 17, 65, 0, 1}, {64, 48, 32, 1, 0}, {5, 40, 7, 1, 1}};
-    for (auto s : bs) {
-        Vec ma = rand_vec(s.M * s.K), mb = rand_vec(s.K * s.N), bias = rand_vec(s.N), mwant(s.M * s.N);
-        cpu_matmul_bias(mwant.data(), ma.data(), mb.data(), bias.data(), 1, s.M, s.N, s.K, s.ta, s.tb, 0);
-        NAME("matmul_bias M%ld N%ld K%ld ta%d tb%d", s.M, s.N, s.K, s.ta, s.tb);
-        Vec mgot = run_gpu(name, [&] {
-            Dev d;
-            float *dc = d.up(nan_vec(s.M * s.N));
-            gc_matmul_bias(dc, d.up(ma), d.up(mb), d.up(bias), 1, s.M, s.N, s.K, s.ta, s.tb, 0);
-            return down(dc, (size_t)(s.M * s.N));
-        });
-        close(name, mgot, mwant);
+    for (auto s : bs)
+        for (int pad : {0, 4, 1}) {
+            Vec ma = rand_vec(s.M * s.K), mb = rand_vec(s.K * s.N), bias = rand_vec(s.N), mwant(s.M * s.N);
+            cpu_matmul_bias(mwant.data(), ma.data(), mb.data(), bias.data(), 1, s.M, s.N, s.K, s.ta, s.tb, 0);
+            NAME("matmul_bias M%ld N%ld K%ld ta%d tb%d bias+%d", s.M, s.N, s.K, s.ta, s.tb, pad * 4);
+            Vec mgot = run_gpu(name, [&] {
+                Dev d;
+                float *dc = d.up(nan_vec(s.M * s.N));
+                gc_matmul_bias(dc, d.up(ma), d.up(mb), d.up(bias, pad), 1, s.M, s.N, s.K, s.ta, s.tb, 0);
+                return down(dc, (size_t)(s.M * s.N));
+            });
+            close(name, mgot, mwant);
+        }
+#ifdef GCEMU
+    /* a heuristic that finds no algorithm (NOT_SUPPORTED): one line naming the problem */
+    std::string err;
+    int rc = in_child([&] {
+        gc_cuda_matmul_cache_clear();
+        gcemu_lt_no_algo = true;
+        Dev d;
+        Vec z(40 * 7, 0.0f);
+        gc_matmul_bias(d.up(z), d.up(z), d.up(z), d.up(z), 1, 5, 40, 7, 1, 1, 0);
+    }, &err);
+    checks++;
+    if (rc != 1 || !strstr(err.c_str(), "error: no cuBLASLt algorithm for 5x40x7 (M x N x K, batch 1), layouts A f32") ||
+        !strstr(err.c_str(), "epilogue BIAS (bias f32, 256-byte aligned)")) {
+        printf("FAIL matmul no algorithm: exit %d \"%s\"\n", rc, err.c_str());
+        failures++;
     }
+#endif
 }
 
 /* ---------------------------------------------------------------- reduce_rows */
@@ -543,6 +627,54 @@ static void test_crossentropy()
 
 /* ---------------------------------------------------------------- fill, adamw, poison */
 
+/* gc_adamw_multi: 21 tensors (two launches of at most 16), sizes with and
+ * without a multiple of 4, one empty, weight decay on some, a bf16 copy on
+ * others: each equals gc_adamw on the CPU, each copy the rounded parameter. */
+static void test_adamw_multi()
+{
+    const int NT = 21;
+    std::vector<Vec> p(NT), g(NT), m(NT), v(NT), want(NT);
+    std::vector<long> n(NT);
+    Vec all_want;
+    for (int k = 0; k < NT; k++) {
+        n[k] = k == 5 ? 0 : 1 + (k * 37) % 300;
+        p[k] = rand_vec(n[k]), g[k] = rand_vec(n[k]), m[k] = rand_vec(n[k], -0.1f, 0.1f);
+        v[k] = rand_vec(n[k], 0.0f, 0.01f);
+        Vec wp = p[k], wm = m[k], wv = v[k];
+        cpu_adamw(wp.data(), g[k].data(), wm.data(), wv.data(), n[k], 3e-4f, 0.9f, 0.95f, 1e-8f, k % 3 ? 0.1f : 0.0f, 2);
+        want[k] = cat({wp, wm, wv});
+        all_want = cat({all_want, want[k]});
+    }
+    int bad_copy = 0;
+    Vec got = run_gpu("adamw_multi", [&] {
+        Dev d;
+        std::vector<gc_adamw_tensor> u(NT);
+        std::vector<gc_bf16 *> pc(NT);
+        for (int k = 0; k < NT; k++) {
+            pc[k] = k % 2 ? d.up(std::vector<gc_bf16>(n[k])) : NULL;
+            u[k] = {d.up(p[k]), pc[k], d.up(g[k]), d.up(m[k]), d.up(v[k]), n[k], k % 3 ? 0.1f : 0.0f};
+        }
+        gc_adamw_multi(u.data(), NT, 3e-4f, 0.9f, 0.95f, 1e-8f, 2);
+        Vec out;
+        for (int k = 0; k < NT; k++) {
+            Vec pk = down(u[k].p, n[k]);
+            out = cat({out, pk, down(u[k].m, n[k]), down(u[k].v, n[k])});
+            if (pc[k]) {
+                std::vector<gc_bf16> c = down(pc[k], n[k]);
+                for (long i = 0; i < n[k]; i++)
+                    bad_copy += __bfloat162float(c[i]) != __bfloat162float(__float2bfloat16(pk[i]));
+            }
+        }
+        return out;
+    });
+    close("adamw_multi", got, all_want);
+    checks++;
+    if (bad_copy) {
+        printf("FAIL adamw_multi: %d bf16 copy elements are not the rounded parameter\n", bad_copy);
+        failures++;
+    }
+}
+
 static void test_misc()
 {
     char name[160];
@@ -572,6 +704,7 @@ static void test_misc()
         });
         close(name, got, cat({wp, wm, wv}));
     }
+    test_adamw_multi();
     Vec got = run_gpu("poison", [&] {
         Dev d;
         float *x = d.up(Vec(10, 1.0f));
@@ -688,9 +821,9 @@ static void test_bf16()
         }
     }
 
-    /* layernorm */
-    {
-        long N = 33, C = 65;
+    /* layernorm: C = 65 (misaligned rows, tails), 64 and 200 (16-byte vectors; 200 = 25 vectors of 8) */
+    for (long C : {65L, 64L, 200L}) {
+        long N = 33;
         Vec x = rand_bf(N * C, -2.0f, 3.0f), w = rand_bf(C), b = rand_bf(C), out(N * C), mean(N), rstd(N);
         cpu_layernorm_fwd(out.data(), mean.data(), rstd.data(), x.data(), w.data(), b.data(), N, C, 1e-5f);
         Vec got = run_gpu("layernorm_fwd_bf16", [&] {
@@ -848,6 +981,81 @@ static void test_bf16()
 
 /* A bad index or target: exit 1 at the next gc_device_sync with the CPU
  * kernel's message. */
+/* ---------------------------------------------------------------- attention */
+
+/* x as GPT-2's qkv (B, T, 3, NH, hs); y (B, T, NH, hs) or (B, NH, T, hs) */
+static void att_geom(long *g, long B, long NH, long T, long hs, int heads_out)
+{
+    long C = NH * hs;
+    long v[12] = {B, NH, T, hs, T * 3 * C, hs, 3 * C, C, 2 * C, 0, 0, 0};
+    if (heads_out)
+        v[9] = T * C, v[10] = hs, v[11] = C;
+    else
+        v[9] = NH * T * hs, v[10] = T * hs, v[11] = hs;
+    memcpy(g, v, sizeof v);
+}
+
+/* fp32 and bf16 storage against the CPU kernels (bf16: the CPU runs on the
+ * bf16-rounded inputs; tolerance of one bf16 rounding of the outputs plus
+ * the rounding of intermediate y) */
+static void test_attention()
+{
+    struct { long B, NH, T, hs; int heads_out; } shapes[] = {
+        {1, 1, 1, 1, 1}, {2, 3, 37, 12, 1}, {1, 2, 70, 16, 0}, {1, 1, 33, 64, 1},
+    };
+    char name[160];
+    for (auto s : shapes)
+        for (int bf = 0; bf < 2; bf++) {
+            long geom[12];
+            att_geom(geom, s.B, s.NH, s.T, s.hs, s.heads_out);
+            long nx = s.B * s.T * 3 * s.NH * s.hs, ny = s.B * s.NH * s.T * s.hs, nl = s.B * s.NH * s.T;
+            float scale = 1.0f / sqrtf((float)s.hs);
+            Vec x = rand_vec(nx, -2.0f, 2.0f), dy = rand_vec(ny);
+            if (bf)
+                x = round_bf(x), dy = round_bf(dy);
+            Vec y(ny), lse(nl);
+            cpu_attention_fwd(y.data(), lse.data(), x.data(), geom, scale);
+            if (bf)
+                y = round_bf(y);    /* what the backward reads */
+            NAME("attention_fwd%s B%ld NH%ld T%ld hs%ld", bf ? "_bf16" : "", s.B, s.NH, s.T, s.hs);
+            Vec got = run_gpu(name, [&] {
+                Dev d;
+                float *l = d.up(nan_vec(nl));
+                if (bf) {
+                    gc_bf16 *o = d.up(to_bf(nan_vec(ny)));
+                    gc_attention_fwd_bf16(o, l, d.up(to_bf(x)), geom, scale);
+                    return cat({down_bf(o, ny), down(l, nl)});
+                }
+                float *o = d.up(nan_vec(ny));
+                gc_attention_fwd(o, l, d.up(x), geom, scale);
+                return cat({down(o, ny), down(l, nl)});
+            });
+            close(name, got, cat({y, lse}), bf ? BF16_TOL : 1e-5f);
+            for (int acc = 0; acc < 2; acc++) {
+                Vec dx0 = acc ? rand_vec(nx) : nan_vec(nx);
+                if (bf && acc)
+                    dx0 = round_bf(dx0);
+                Vec want = dx0;
+                cpu_attention_bwd(want.data(), dy.data(), x.data(), y.data(), lse.data(), geom, scale, acc);
+                NAME("attention_bwd%s B%ld NH%ld T%ld hs%ld acc%d", bf ? "_bf16" : "", s.B, s.NH, s.T, s.hs, acc);
+                Vec gotb = run_gpu(name, [&] {
+                    Dev d;
+                    float *l = d.up(lse);
+                    if (bf) {
+                        gc_bf16 *dx = d.up(to_bf(dx0));
+                        gc_attention_bwd_bf16(dx, d.up(to_bf(dy)), d.up(to_bf(x)), d.up(to_bf(y)), l, geom, scale,
+                                              acc);
+                        return down_bf(dx, nx);
+                    }
+                    float *dx = d.up(dx0);
+                    gc_attention_bwd(dx, d.up(dy), d.up(x), d.up(y), l, geom, scale, acc);
+                    return down(dx, nx);
+                });
+                close(name, gotb, want, bf ? BF16_TOL : 1e-5f);
+            }
+        }
+}
+
 static void test_errors()
 {
     IVec idx = {1, 2, 77, 0};
@@ -917,7 +1125,7 @@ int main(int argc, char **argv)
         {"permute", test_permute},       {"softmax", test_softmax},
         {"causal_mask", test_causal_mask}, {"crossentropy", test_crossentropy},
         {"misc", test_misc},             {"bf16", test_bf16},
-        {"errors", test_errors},
+        {"errors", test_errors},         {"attention", test_attention},
     };
     for (auto &g : groups) {
         if (!strstr(g.name, filter))

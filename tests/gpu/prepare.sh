@@ -30,7 +30,7 @@ for prec in fp32 bf16; do
         $gc models/gpt2.graph --config gpt2_124M -D T=1024 -D B=$B --target cuda --precision $prec --emit cuda \
             -o "$b/g124_${prec}_B$B.cu"
         $gc models/gpt2.graph --config gpt2_124M -D T=1024 -D B=$B --target cuda --precision $prec --emit summary |
-            sed -n 's/^planned_bytes: //p' >"$b/g124_${prec}_B$B.bytes"
+            sed -n 's/^device_bytes_needed: //p' >"$b/g124_${prec}_B$B.bytes"   # plan + CUDA reserve
     done
 done
 du -sh "$b"

@@ -473,6 +473,176 @@ static void test_crossentropy(void)
     }
 }
 
+/* ------------------------------------------------------------------ attention */
+
+/* x laid out as GPT-2's qkv (B, T, 3, NH, hs); y as (B, T, NH, hs) when
+ * heads_out, else (B, NH, T, hs): the geometry fuse_attention.c emits. */
+typedef struct {
+    double *x, *w, *y, *lse;
+    long geom[12];
+    double scale;
+} AttCtx;
+
+static void att_geom(long *g, long B, long NH, long T, long hs, int heads_out)
+{
+    long C = NH * hs;
+    long v[12] = {B, NH, T, hs, T * 3 * C, hs, 3 * C, C, 2 * C, 0, 0, 0};
+    if (heads_out)
+        v[9] = T * C, v[10] = hs, v[11] = C;
+    else
+        v[9] = NH * T * hs, v[10] = T * hs, v[11] = hs;
+    memcpy(g, v, sizeof v);
+}
+
+static double att_loss(void *p)
+{
+    AttCtx *a = p;
+    gc_attention_fwd(a->y, a->lse, a->x, a->geom, (float)a->scale);
+    return dot_finite(a->w, a->y, a->geom[0] * a->geom[1] * a->geom[2] * a->geom[3]);
+}
+
+static void att_grad(void *p, double *dx, int acc)
+{
+    AttCtx *a = p;
+    gc_attention_fwd(a->y, a->lse, a->x, a->geom, (float)a->scale);
+    gc_attention_bwd(dx, a->w, a->x, a->y, a->lse, a->geom, (float)a->scale, acc);
+}
+
+/* the forward against softmax(causal_mask(scale q k^T)) v in plain loops */
+static void att_reference(const AttCtx *a)
+{
+    const long *g = a->geom;
+    long B = g[0], NH = g[1], T = g[2], hs = g[3];
+    double *s = kt_alloc((size_t)T * sizeof(double));
+    int bad = 0;
+    for (long b = 0; b < B && bad < 3; b++)
+        for (long h = 0; h < NH; h++)
+            for (long i = 0; i < T; i++) {
+                const double *q = a->x + b * g[4] + h * g[5] + i * g[6];
+                double mx = -INFINITY, sum = 0;
+                for (long j = 0; j <= i; j++) {
+                    const double *k = a->x + b * g[4] + h * g[5] + j * g[6] + g[7];
+                    s[j] = 0;
+                    for (long d = 0; d < hs; d++)
+                        s[j] += q[d] * k[d];
+                    s[j] *= (double)(float)a->scale;
+                    mx = fmax(mx, s[j]);
+                }
+                for (long j = 0; j <= i; j++)
+                    sum += s[j] = exp(s[j] - mx);
+                const double *y = a->y + b * g[9] + h * g[10] + i * g[11];
+                for (long d = 0; d < hs; d++) {
+                    double o = 0;
+                    for (long j = 0; j <= i; j++)
+                        o += s[j] / sum * a->x[b * g[4] + h * g[5] + j * g[6] + g[8] + d];
+                    if (!(fabs(o - y[d]) <= 1e-12) && bad++ < 3)
+                        KT_FAIL("attention forward b=%ld h=%ld t=%ld d=%ld: %.15g, want %.15g",
+                             b, h, i, d, y[d], o);
+                }
+                if (!(fabs(a->lse[(b * NH + h) * T + i] - (mx + log(sum))) <= 1e-12) && bad++ < 3)
+                    KT_FAIL("attention lse t=%ld", i);
+            }
+    free(s);
+}
+
+static void att_case(long B, long NH, long T, long hs, int heads_out, long ns)
+{
+    char what[96];
+    snprintf(what, sizeof what, "attention B=%ld NH=%ld T=%ld hs=%ld heads_out=%d", B, NH, T, hs, heads_out);
+    AttCtx a;
+    att_geom(a.geom, B, NH, T, hs, heads_out);
+    long nx = B * T * 3 * NH * hs, ny = B * NH * T * hs;
+    a.x = kt_rand(nx, -1.5, 1.5);
+    a.w = kt_rand(ny, -1, 1);
+    a.y = kt_alloc((size_t)ny * sizeof(double));
+    a.lse = kt_alloc((size_t)(B * NH * T) * sizeof(double));
+    a.scale = 1 / sqrt((double)hs);
+    att_loss(&a);
+    att_reference(&a);
+    double *dx = kt_alloc((size_t)nx * sizeof(double));
+    run_both_acc(what, att_grad, &a, dx, nx);
+    check_fd(what, att_loss, &a, a.x, dx, nx, ns);
+    free(a.x), free(a.w), free(a.y), free(a.lse), free(dx);
+}
+
+static void test_attention(void)
+{
+    att_case(1, 1, 1, 1, 1, 100);
+    att_case(2, 3, 5, 4, 0, 400);
+    att_case(1, 2, 37, 12, 1, 300);     /* T, hs: no multiple of a tile */
+    att_case(2, 2, 97, 12, 1, 200);     /* several key tiles (64) and row blocks (32) */
+    att_case(1, 1, 130, 64, 0, 120);
+}
+
+/* ------------------------------------------------------------------ classifier */
+
+typedef struct {
+    double *x, *w, *dx, *dw, *chunk, *rowloss, loss;
+    int32_t *t;
+    long N, C, Vp, V, R;
+} ClsCtx;
+
+static double cls_loss(void *p)
+{
+    ClsCtx *c = p;
+    double *dx = kt_alloc((size_t)(c->N * c->C) * sizeof(double)), *dw = kt_alloc((size_t)(c->Vp * c->C) * sizeof(double));
+    gc_classifier(&c->loss, dx, dw, c->chunk, c->rowloss, c->x, c->w, c->t, c->N, c->C, c->Vp, c->V, c->R, 0);
+    free(dx), free(dw);
+    return c->loss;
+}
+
+static void cls_dx(void *p, double *dx, int acc)
+{
+    ClsCtx *c = p;
+    gc_classifier(&c->loss, dx, c->dw, c->chunk, c->rowloss, c->x, c->w, c->t, c->N, c->C, c->Vp, c->V, c->R,
+                  acc << 1);
+}
+
+static void cls_dw(void *p, double *dw, int acc)
+{
+    ClsCtx *c = p;
+    gc_classifier(&c->loss, c->dx, dw, c->chunk, c->rowloss, c->x, c->w, c->t, c->N, c->C, c->Vp, c->V, c->R,
+                  acc << 2);
+}
+
+static void cls_case(long N, long C, long Vp, long V, long R, long ns)
+{
+    char what[96];
+    snprintf(what, sizeof what, "classifier N=%ld C=%ld Vp=%ld V=%ld R=%ld", N, C, Vp, V, R);
+    ClsCtx c = {kt_rand(N * C, -1, 1), kt_rand(Vp * C, -1, 1), kt_alloc((size_t)(N * C) * sizeof(double)),
+                kt_alloc((size_t)(Vp * C) * sizeof(double)), kt_alloc((size_t)(R * Vp) * sizeof(double)),
+                kt_alloc((size_t)(2 * N) * sizeof(double)), 0, kt_randidx(N, V), N, C, Vp, V, R};
+    /* the loss against logits and cross-entropy done the plain way */
+    double *logits = kt_alloc((size_t)(N * Vp) * sizeof(double)), want = 0;
+    gc_matmul(logits, c.x, c.w, 1, N, Vp, C, 0, 1, 0);
+    for (long r = 0; r < N; r++) {
+        double m = -INFINITY, s = 0;
+        for (long v = 0; v < V; v++)
+            m = fmax(m, logits[r * Vp + v]);
+        for (long v = 0; v < V; v++)
+            s += exp(logits[r * Vp + v] - m);
+        want += m + log(s) - logits[r * Vp + c.t[r]];
+    }
+    want /= (double)N;
+    double got = cls_loss(&c);
+    KT_CHECK(fabs(got - want) <= 1e-12 * fabs(want), "%s: loss %.15g, want %.15g", what, got, want);
+    double *dx = kt_alloc((size_t)(N * C) * sizeof(double)), *dw = kt_alloc((size_t)(Vp * C) * sizeof(double));
+    run_both_acc(what, cls_dx, &c, dx, N * C);
+    run_both_acc(what, cls_dw, &c, dw, Vp * C);
+    check_fd(what, cls_loss, &c, c.x, dx, N * C, ns);
+    check_fd(what, cls_loss, &c, c.w, dw, Vp * C, ns);
+    free(c.x), free(c.w), free(c.dx), free(c.dw), free(c.chunk), free(c.rowloss), free(c.t);
+    free(logits), free(dx), free(dw);
+}
+
+static void test_classifier(void)
+{
+    cls_case(1, 1, 1, 1, 1, 10);
+    cls_case(37, 12, 50, 45, 16, 200);     /* 3 chunks, the last of 5 rows; padded vocabulary */
+    cls_case(64, 20, 130, 130, 64, 150);   /* one chunk */
+    cls_case(100, 8, 33, 30, 7, 150);
+}
+
 int main(int argc, char **argv)
 {
     static const kt_case cases[] = {
@@ -480,6 +650,7 @@ int main(int argc, char **argv)
         {"embedding", test_embedding},     {"layernorm", test_layernorm},
         {"permute", test_permute},         {"softmax", test_softmax},
         {"causal_mask", test_causal_mask}, {"cross_entropy", test_crossentropy},
+        {"attention", test_attention},     {"classifier", test_classifier},
     };
     kt_seed(1234);
     return kt_main(argc, argv, cases, (int)(sizeof cases / sizeof cases[0]));

@@ -199,8 +199,22 @@ def gpt2_loss(torch, F, P, d, inp, tgt):
     return F.cross_entropy(logits[..., :V].reshape(B * T, V), tgt.reshape(B * T))
 
 
+def lr_at(i, steps, lr, warmup, schedule, final_frac):
+    """llm.c's get_learning_rate; i is the 0-based step (docs/training.md)."""
+    if i < warmup:
+        return lr * (i + 1) / warmup
+    if schedule == "constant" or steps <= warmup:
+        return lr
+    f = (i - warmup) / (steps - warmup)
+    lo = lr * final_frac
+    if schedule == "cosine":
+        return lo + (0.5 + 0.5 * math.cos(math.pi * f)) * (lr - lo)
+    return lr - f * (lr - lo)
+
+
 def reference_losses(model, tokens, B, T, steps, lr, beta1=0.9, beta2=0.999, eps=1e-8,
-                     wd=0.0, dtype="fp32", threads=1, verbose=False):
+                     wd=0.0, dtype="fp32", threads=1, verbose=False, warmup=0,
+                     schedule="constant", final_frac=0.0, grad_clip=0.0):
     import torch
     import torch.nn.functional as F
 
@@ -233,7 +247,7 @@ def reference_losses(model, tokens, B, T, steps, lr, beta1=0.9, beta2=0.999, eps
     # that dtype too (the program uses powf in float).
     sc = lambda x: torch.tensor(x, dtype=tdt)
     b1, b2, ob1, ob2 = sc(beta1), sc(beta2), sc(1.0) - sc(beta1), sc(1.0) - sc(beta2)
-    teps, tlr, twd = sc(eps), sc(lr), sc(wd)
+    teps, twd = sc(eps), sc(wd)
 
     BT, ntok, pos = B * T, toks.numel(), 0
     losses = []
@@ -251,6 +265,13 @@ def reference_losses(model, tokens, B, T, steps, lr, beta1=0.9, beta2=0.999, eps
         loss.backward()
         g = flat.grad.detach()
         with torch.no_grad():
+            # schedule: double, rounded once to the parameter dtype (the program: float)
+            tlr = sc(float(np.float32(lr_at(step - 1, steps, lr, warmup, schedule, final_frac)))
+                     if dtype == "fp32" else lr_at(step - 1, steps, lr, warmup, schedule, final_frac))
+            # clipping by the global norm, summed in double like the program
+            norm = float(g.double().pow(2).sum().sqrt())
+            if grad_clip > 0 and norm > grad_clip:
+                g = g * sc(float(np.float32(grad_clip / norm)) if dtype == "fp32" else grad_clip / norm)
             # llm.c's AdamW, written out.
             c1 = sc(1.0) - b1 ** step
             c2 = sc(1.0) - b2 ** step
@@ -268,7 +289,7 @@ def reference_losses(model, tokens, B, T, steps, lr, beta1=0.9, beta2=0.999, eps
 
 def cmd_run(a):
     losses = reference_losses(a.model, a.tokens, a.B, a.T, a.steps, a.lr, a.beta1, a.beta2,
-                              a.eps, a.weight_decay, a.dtype, a.threads, a.verbose)
+                              a.eps, a.weight_decay, a.dtype, a.threads, a.verbose, **sched_opts(a))
     for i, l in enumerate(losses, 1):
         print(f"{i} {l:.9g}")
 
@@ -319,6 +340,8 @@ def cmd_compare(a):
     graph = os.path.join(repo, "models", "gpt2.graph")
     exe = os.path.join(work, "train")
     cmd = [gcompile, graph, "--target", "cpu", "-o", exe]
+    if a.grad_clip > 0:
+        cmd += ["--schedule", "plain"]   # clipping needs every gradient before the updates
     for k in ("B", "T", "maxT", "V", "Vp", "L", "NH", "C"):
         cmd += ["-D", f"{k}={d[k]}"]
     print("$ " + " ".join(cmd), flush=True)
@@ -330,7 +353,9 @@ def cmd_compare(a):
     cmd = [exe, "--init", model, "--data", tokens, "--steps", str(a.steps), "--lr", repr(a.lr),
            "--log", log, "--threads", str(a.threads)]
     cmd += ["--beta1", repr(a.beta1), "--beta2", repr(a.beta2), "--eps", repr(a.eps),
-            "--weight-decay", repr(a.weight_decay)]
+            "--weight-decay", repr(a.weight_decay), "--warmup", str(a.warmup),
+            "--lr-schedule", a.lr_schedule, "--lr-final-frac", repr(a.lr_final_frac),
+            "--grad-clip", repr(a.grad_clip)]
     print("$ " + " ".join(cmd), flush=True)
     t0 = time.time()
     subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL if not a.verbose else None)
@@ -338,7 +363,7 @@ def cmd_compare(a):
     prog = read_log(log)
 
     t0 = time.time()
-    opt = dict(beta1=a.beta1, beta2=a.beta2, eps=a.eps, wd=a.weight_decay)
+    opt = dict(beta1=a.beta1, beta2=a.beta2, eps=a.eps, wd=a.weight_decay, **sched_opts(a))
     ref = reference_losses(model, tokens, d["B"], d["T"], a.steps, a.lr, **opt,
                            dtype="fp32", threads=1, verbose=a.verbose)
     t_ref = time.time() - t0
@@ -372,6 +397,18 @@ def cmd_compare(a):
 
 
 # ------------------------------------------------------------------ cli
+
+def sched_opts(a):
+    return dict(warmup=a.warmup, schedule=a.lr_schedule, final_frac=a.lr_final_frac, grad_clip=a.grad_clip)
+
+
+def sched_args(q):
+    q.add_argument("--warmup", type=int, default=0, help="warmup steps (program's --warmup)")
+    q.add_argument("--lr-schedule", choices=["constant", "cosine", "linear"], default="constant")
+    q.add_argument("--lr-final-frac", type=float, default=0.0)
+    q.add_argument("--grad-clip", type=float, default=0.0,
+                   help="clip by global norm (compare then compiles with --schedule plain)")
+
 
 def dims_from_args(a):
     d = dict(DEFAULT_DIMS)
@@ -418,6 +455,7 @@ def main():
     q.add_argument("--eps", type=float, default=1e-8)
     q.add_argument("--weight-decay", type=float, default=0.0)
     q.add_argument("--dtype", choices=["fp32", "fp64"], default="fp32")
+    sched_args(q)
     q.add_argument("--threads", type=int, default=1)
     q.add_argument("-v", "--verbose", action="store_true")
     q.set_defaults(fn=cmd_run)
@@ -441,6 +479,7 @@ def main():
                    help="AdamW weight decay for both (default 0, as the acceptance check)")
     q.add_argument("--threads", type=int, default=2, help="threads of the program (default 2)")
     q.add_argument("--fp64", action="store_true", help="also run the reference in fp64")
+    sched_args(q)
     q.add_argument("-v", "--verbose", action="store_true")
     q.set_defaults(fn=cmd_compare)
 

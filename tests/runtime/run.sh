@@ -47,7 +47,7 @@ t_help() {
     run_ok "$FAKE" --help
     for f in --data --val-data --val-every --val-batches --init --save --steps --lr --beta1 \
              --beta2 --eps --weight-decay --seed --log --threads --sample --gradcheck \
-             --gradcheck-tol --gradcheck-h --help --version; do
+             --gradcheck-tol --gradcheck-h --ckpt-dir --save-every --keep --resume --help --version; do
         grep -q -- "^  $f" out.txt || fail "--help does not list $f"
     done
     grep -q 'training steps (default 20)' out.txt || fail "--help lacks the --steps default"
@@ -76,6 +76,8 @@ t_bad_flags() {
     expect_err "--val-batches: bad value '0'" "$FAKE" --val-batches 0
     expect_err "unexpected argument 'extra'" "$FAKE" --steps 1 extra
     expect_err "--val-every needs --val-data" "$FAKE" --val-every 5
+    expect_err "--save-every needs --ckpt-dir" "$FAKE" --save-every 5
+    expect_err "--keep: bad value '0'" "$FAKE" --keep 0
     expect_err "cannot open log" "$FAKE" --steps 1 --log "$W/nodir/x.jsonl"
     expect_err "step 2: loss is nan" "$FAKE" --steps 5 --lr 1e30
 }
@@ -84,7 +86,7 @@ t_train_corpus() {
     run_ok "$FAKE" --steps 30 --log log.jsonl
     grep -q '^data: built-in corpus' out.txt || fail "no built-in corpus line"
     [ "$(grep -c '^step ' out.txt)" -eq 30 ] || fail "expected 30 progress lines"
-    grep -Eq '^step +1/30 \| loss [0-9]+\.[0-9]{6} \| [0-9.]+ ms \| [0-9]+ tok/s$' out.txt ||
+    grep -Eq '^step +1/30 \| loss [0-9]+\.[0-9]{6} \| lr [0-9.]+e[-+][0-9]+ \| norm [0-9.]+ \| [0-9.]+ ms \| [0-9]+ tok/s$' out.txt ||
         fail "progress line format: $(grep '^step' out.txt | head -1)"
     losses log.jsonl >l.txt
     awk 'NR<=5 {a += $1} NR>25 {b += $1} END {printf "first5 %.4f last5 %.4f\n", a/5, b/5; exit !(b/5 < a/5 - 0.5)}' l.txt ||
@@ -123,7 +125,7 @@ t_log_jsonl() {
     run_ok "$FAKE" --steps 6 --val-data val.bin --val-every 2 --val-batches 3 --log log.jsonl
     [ "$(wc -l <log.jsonl)" -eq 6 ] || fail "expected 6 lines"
     num='-?[0-9]+(\.[0-9]+)?(e[-+]?[0-9]+)?'
-    bad=$(grep -Evc "^\\{\"step\":[0-9]+,\"loss\":$num,\"ms\":$num,\"tok_per_s\":$num(,\"val_loss\":$num)?\\}\$" log.jsonl)
+    bad=$(grep -Evc "^\\{\"step\":[0-9]+,\"loss\":$num,\"ms\":$num,\"tok_per_s\":$num,\"lr\":$num,\"grad_norm\":$num(,\"val_loss\":$num)?\\}\$" log.jsonl)
     [ "$bad" -eq 0 ] || fail "malformed lines: $(cat log.jsonl)"
     [ "$(grep -c val_loss log.jsonl)" -eq 3 ] || fail "val_loss expected at steps 2, 4, 6"
     [ -n "$(val_at log.jsonl 4)" ] || fail "no val_loss at step 4"
@@ -283,6 +285,59 @@ t_gradcheck_fail() {
     run_ok "$FAKE_BAD" --steps 5
     # the tolerance is what decides: a loose enough one lets even this pass
     run_ok "$FAKE_BAD" --gradcheck --gradcheck-tol 2
+}
+
+# cmp_ref LOG REF: the program's JSONL (loss, lr, grad_norm per step) against
+# ref_train's lines; prints the largest differences, fails past 1e-5.
+cmp_ref() {
+    sed -n 's/^{"step":\([0-9]*\),"loss":\([^,]*\),.*"lr":\([^,}]*\),"grad_norm":\([^,}]*\).*/\1 \2 \3 \4/p' "$1" >prog.txt
+    [ "$(wc -l <prog.txt)" -eq "$(wc -l <"$2")" ] || fail "step counts differ: $(wc -l <prog.txt) vs $(wc -l <"$2")"
+    paste -d' ' prog.txt "$2" | awk '
+        function abs(x) { return x < 0 ? -x : x }
+        { if ($1 != $5) bad = 1
+          d = abs($2 - $6); if (d > dl) dl = d
+          d = abs($3 - $7) / ($7 > 0 ? $7 : 1); if (d > dr) dr = d
+          d = abs($4 - $8) / ($8 > 1 ? $8 : 1); if (d > dn) dn = d }
+        END { printf "max |loss diff| %.3g, max rel lr diff %.3g, max rel grad-norm diff %.3g over %d steps\n", dl, dr, dn, NR
+              exit !(!bad && dl <= 1e-5 && dr <= 1e-6 && dn <= 1e-5) }'
+}
+
+t_schedule_clip() {
+    REF=$BIN/rt_ref_train
+    "$FIX" text2shard "$SRC/fake_model.c" train.bin || fail fixture
+    run_ok "$FAKE" --steps 0 --save init.bin
+    for cfg in "5 cosine 0.1 0.3" "3 linear 0 0.5" "0 cosine 0.5 0" "4 constant 0 1.0"; do
+        set -- $cfg
+        run_ok "$FAKE" --init init.bin --data train.bin --steps 20 --lr 0.05 --eps 1e-3 --warmup "$1" \
+            --lr-schedule "$2" --lr-final-frac "$3" --grad-clip "$4" --log log.jsonl
+        "$REF" init.bin train.bin 20 0.05 0.9 0.95 1e-3 0.1 "$1" "$2" "$3" "$4" >ref.txt || fail "ref_train"
+        echo "warmup $1, $2, final frac $3, clip $4:"
+        cmp_ref log.jsonl ref.txt || fail "warmup $1 $2 $3 clip $4: the program differs from the reference"
+    done
+    # the comparison can fail: the program without clipping against the clipped reference
+    run_ok "$FAKE" --init init.bin --data train.bin --steps 20 --lr 0.05 --eps 1e-3 --warmup 5 \
+        --lr-schedule cosine --lr-final-frac 0.1 --log log.jsonl
+    "$REF" init.bin train.bin 20 0.05 0.9 0.95 1e-3 0.1 5 cosine 0.1 0.3 >ref.txt || fail "ref_train"
+    cmp_ref log.jsonl ref.txt && fail "an unclipped run matched the clipped reference"
+    # and without the schedule against the scheduled reference
+    run_ok "$FAKE" --init init.bin --data train.bin --steps 20 --lr 0.05 --eps 1e-3 --grad-clip 0.3 --log log.jsonl
+    cmp_ref log.jsonl ref.txt && fail "an unscheduled run matched the scheduled reference"
+    expect_err "--lr-schedule: bad value 'step'" "$FAKE" --lr-schedule step
+    expect_err "--lr-final-frac: bad value '1.5'" "$FAKE" --lr-final-frac 1.5
+    expect_err "--grad-clip: bad value '-1'" "$FAKE" --grad-clip -1
+    true
+}
+
+t_nonfinite() {
+    expect_err "step 2: loss is nan; stopped: no checkpoint of this run was written (no --ckpt-dir)" "$FAKE" --steps 5 --lr 1e30
+    expect_err "step 2: loss is nan; stopped: the last good checkpoint is step 1 in ck (--resume ck)" \
+        "$FAKE" --steps 5 --lr 1e30 --ckpt-dir ck --save-every 1
+    [ -f ck/state_00000001.bin ] && [ ! -f ck/state_00000002.bin ] || fail "checkpoints after the stop: $(ls ck)"
+    run_ok "$FAKE" --steps 5 --lr 1e30 --skip-nonfinite --log log.jsonl
+    [ "$(grep -c '"skipped":true' log.jsonl)" -eq 4 ] || { cat log.jsonl; fail "expected 4 skipped steps in the log"; }
+    grep -q '^{"step":5,.*"skipped":true,"skipped_total":4}' log.jsonl || { cat log.jsonl; fail "skipped_total"; }
+    grep -q 'SKIPPED (non-finite; 4 so far)' out.txt || fail "the progress line does not say SKIPPED"
+    true
 }
 
 "t_$T"

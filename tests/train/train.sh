@@ -1,7 +1,7 @@
 #!/bin/sh
 # End-to-end: compile models/gpt2.graph (tiny) for the CPU and train.
 # usage: train.sh GCOMPILE GRAPH WORKDIR CHECK
-#   CHECK: falling | rerun | noreuse | poison | schedules | gradcheck | ckpt | badfiles | profile
+#   CHECK: falling | rerun | noreuse | poison | schedules | gradcheck | ckpt | badfiles | profile | fusions
 set -u
 gc=$1 graph=$2 dir=$3 check=$4
 mkdir -p "$dir"
@@ -41,7 +41,7 @@ noreuse)   # the planned program and the every-tensor-its-own-storage one agree 
     ;;
 poison)    # NaN-poisoned buffers at the end of each lifetime: still the same losses
     compile t_plan
-    compile t_poison --poison
+    compile t_poison --poison --classifier-chunk 100
     grep -q gc_poison t_poison 2>/dev/null || true
     losses t_plan --steps 8 >a.txt
     losses t_poison --steps 8 >b.txt
@@ -62,7 +62,7 @@ profile)   # --profile: same losses; one row per kernel and shape, rows add up t
     sed -n 's/^step *[0-9]*\/[0-9]* | loss \([^ ]*\) .*/\1/p' out.txt >b.txt
     cmp -s a.txt b.txt || { paste a.txt b.txt; fail "--profile changed the losses"; }
     grep -q '^profile: [0-9]* kernels and shapes, mean over 3 steps' out.txt || { cat out.txt; fail "profile header"; }
-    for k in "fwd matmul_bias 256x192x64 tb" "bwd matmul 256x64x256 ta" "opt adamw" "fwd cross_entropy" "bwd ew_gelu_bwd"; do
+    for k in "fwd matmul_bias 256x192x64 tb" "bwd matmul 256x64x256 ta" "opt adamw" "fwd classifier" "bwd ew_gelu_bwd"; do
         grep -q " $k\$" out.txt || { cat out.txt; fail "no profile row '$k'"; }
     done
     # the rows sum to the ops total in the header (to rounding), and every row's calls are > 0
@@ -114,6 +114,39 @@ rules)     # small graphs that exercise single backward rules, through --gradche
         ./t_rules --threads 2 --gradcheck 32 >out.txt 2>&1 || { cat out.txt; fail "gradcheck $g"; }
         tail -1 out.txt
     done
+    ;;
+fusions)   # each fusion on vs off: 20 steps within 1e-5; fused programs pass gradcheck; poison clean
+    jloss() { sed -n 's/.*"loss":\([^,]*\),.*/\1/p' "$1"; }
+    for shape in "" "-D T=37 -D C=48"; do     # T=37, head size 12: no multiple of any tile
+        compile t_on $shape --classifier-chunk 100    # chunks of 100 rows: N = 256 or 148
+        ./t_on --threads 2 --steps 20 --log on.jsonl >/dev/null || fail "fused run $shape"
+        for kind in attention classifier; do
+            compile t_off $shape --classifier-chunk 100 --no-fuse=$kind
+            ./t_off --threads 2 --steps 20 --log off.jsonl >/dev/null || fail "--no-fuse=$kind run"
+            jloss on.jsonl >a.txt
+            jloss off.jsonl >b.txt
+            [ "$(wc -l <a.txt)" -eq 20 ] || fail "expected 20 losses"
+            paste a.txt b.txt | awk -v k="$kind $shape" '{ d = $1 - $2; if (d < 0) d = -d; if (d > m) m = d }
+                END { printf "%s on vs off: max |diff| %.3g over 20 steps\n", k, m; exit !(m <= 1e-5) }' ||
+                { paste a.txt b.txt; fail "--no-fuse=$kind changed the losses"; }
+        done
+        compile t_gc $shape --schedule plain --classifier-chunk 100
+        ./t_gc --threads 2 --gradcheck 48 >out.txt 2>&1 || { cat out.txt; fail "gradcheck, fused $shape"; }
+        "$gc" "$graph" --config tiny --target cpu $shape --emit c >prog.c
+        grep -q gc_attention_fwd prog.c || fail "no fused attention in the program $shape"
+        grep -q gc_classifier prog.c || fail "no fused classifier in the program $shape"
+    done
+    compile t_poison --poison
+    ./t_poison --threads 2 --steps 4 | grep -qi nan && fail "NaN loss with --poison and fusions"
+    # the switch: off means off, unknown names are errors
+    "$gc" "$graph" --config tiny --target cpu --no-fuse=attention --emit c | grep -q gc_attention_fwd &&
+        fail "--no-fuse=attention left attention fused"
+    "$gc" "$graph" --config tiny --target cpu --no-fuse --emit plan-text | grep -q '^fusions: none' ||
+        fail "--no-fuse: plan-text should say 'fusions: none'"
+    "$gc" "$graph" --config tiny --target cpu --emit plan-text | grep -q '^  attention *2 fused' ||
+        fail "plan-text should list 2 attention fusions"
+    "$gc" "$graph" --config tiny --target cpu --no-fuse=bogus --emit c >/dev/null 2>err.txt && fail "--no-fuse=bogus accepted"
+    grep -q "unknown fusion 'bogus'" err.txt || { cat err.txt; fail "--no-fuse=bogus message"; }
     ;;
 *) fail "unknown check $check" ;;
 esac

@@ -2,10 +2,13 @@
  * calls, computed on the CPU with cblas_sgemm. It keeps cuBLASLt's semantics
  * (column-major layouts, op on A/B, strided batches, D = alpha op(A) op(B) +
  * beta C; fp32 or bf16 A/B, fp32 or bf16 C/D, fp32 compute: bf16 operands
- * are widened, the product rounded once) and checks what the real library
+ * are widened, the product rounded once; CUBLAS_COMPUTE_32F_FAST_TF32 rounds
+ * fp32 operands to TF32 first, as the tensor cores do) and checks what the real library
  * would reject: unsupported type mixes, mismatched
  * dimensions, ld < rows, pointers less aligned than the preference promises,
- * a workspace larger than the preference allows. */
+ * a workspace larger than the preference allows, a bias epilogue whose bias
+ * is under 16-byte aligned or less aligned at the call than at the heuristic,
+ * C and D in place with different layouts. */
 #ifndef GCEMU_CUBLASLT_H
 #define GCEMU_CUBLASLT_H
 
@@ -75,6 +78,33 @@ typedef struct {
 } cublasLtMatmulHeuristicResult_t;
 
 inline long gcemu_lt_matmuls = 0;   /* tests: how many cublasLtMatmul calls */
+inline bool gcemu_lt_no_algo = false;   /* tests: the heuristic finds nothing (NOT_SUPPORTED) */
+
+/* Largest power of two <= 256 dividing the address (NULL: 256). */
+inline uint32_t gcemu_lt_align(const void *p)
+{
+    uint32_t a = 256;
+    while (a > 1 && (uintptr_t)p % a)
+        a >>= 1;
+    return a;
+}
+
+/* With $GCEMU_COUNTS set, a program prints at exit what a GPU would have
+ * launched: "gcemu: launches N" (kernels + cuBLASLt matmuls + memsets), so a
+ * test can compare it with gcompile's kernel_launches_per_step. */
+inline void gcemu_print_counts()
+{
+    fprintf(stderr, "gcemu: launches %ld (kernels %ld, matmuls %ld, memsets %ld)\n",
+            gcemu_launch_count() + gcemu_lt_matmuls + gcemu_memsets, gcemu_launch_count(), gcemu_lt_matmuls,
+            gcemu_memsets);
+}
+inline struct gcemu_counts_at_exit {
+    gcemu_counts_at_exit()
+    {
+        if (getenv("GCEMU_COUNTS"))
+            atexit(gcemu_print_counts);
+    }
+} gcemu_counts_at_exit_;
 
 inline const char *cublasLtGetStatusString(cublasStatus_t s)
 {
@@ -193,7 +223,14 @@ inline cublasStatus_t cublasLtMatmulAlgoGetHeuristic(cublasLtHandle_t h, cublasL
     cublasStatus_t s = gcemu_lt_check(d, A, B, C, D);
     if (s != CUBLAS_STATUS_SUCCESS)
         return s;
+    /* the bias epilogue: the heuristic infers the bias alignment from the
+     * pointer (none set: it assumes 256 bytes) and may choose a kernel that
+     * needs 16 (the real library then faults on a less aligned bias; here:
+     * no algorithm) */
+    if (gcemu_lt_no_algo || (d->epilogue == CUBLASLT_EPILOGUE_BIAS && gcemu_lt_align(d->bias) < 16))
+        return CUBLAS_STATUS_NOT_SUPPORTED;
     memset(res, 0, sizeof *res);
+    res->algo.data[5] = d->epilogue == CUBLASLT_EPILOGUE_BIAS ? gcemu_lt_align(d->bias) : 0;
     /* remember the promised alignments in the algo, checked at the call */
     for (int i = 0; i < 4; i++)
         res->algo.data[i] = p->align[i];
@@ -211,9 +248,29 @@ inline size_t gcemu_lt_span(const gcemu_lt_layout *l)
     return (size_t)(l->batch - 1) * (size_t)l->stride + (size_t)l->ld * (l->cols - 1) + l->rows;
 }
 
-/* A float copy of a bf16 matrix (or the matrix itself when fp32). */
-inline const float *gcemu_lt_widen(const void *p, const gcemu_lt_layout *l, std::vector<float> &tmp)
+/* fp32 -> TF32 as the tensor cores take it: 10 mantissa bits, round to
+ * nearest (ties away from zero); NaN and Inf pass through. */
+inline float gcemu_tf32(float x)
 {
+    uint32_t u;
+    memcpy(&u, &x, 4);
+    if ((u & 0x7f800000u) != 0x7f800000u)
+        u = (u + 0x1000u) & 0xffffe000u;
+    memcpy(&x, &u, 4);
+    return x;
+}
+
+/* A float copy of a bf16 matrix (or the matrix itself when fp32; rounded to
+ * TF32 when tf32). */
+inline const float *gcemu_lt_widen(const void *p, const gcemu_lt_layout *l, std::vector<float> &tmp, bool tf32 = false)
+{
+    if (l->type == CUDA_R_32F && tf32) {
+        size_t n = gcemu_lt_span(l);
+        tmp.resize(n);
+        for (size_t i = 0; i < n; i++)
+            tmp[i] = gcemu_tf32(((const float *)p)[i]);
+        return tmp.data();
+    }
     if (l->type == CUDA_R_32F)
         return (const float *)p;
     size_t n = gcemu_lt_span(l);
@@ -240,11 +297,19 @@ inline cublasStatus_t cublasLtMatmul(cublasLtHandle_t h, cublasLtMatmulDesc_t d,
             return CUBLAS_STATUS_INVALID_VALUE;
     if (wsbytes > algo->data[4] || (wsbytes && !ws))
         return CUBLAS_STATUS_INVALID_VALUE;
+    /* a bias less aligned than the one the heuristic saw (a misaligned address on a GPU) */
+    if (d->epilogue == CUBLASLT_EPILOGUE_BIAS && (!d->bias || gcemu_lt_align(d->bias) < algo->data[5]))
+        return CUBLAS_STATUS_INVALID_VALUE;
+    /* in place (C == D): the same layout */
+    if (Cptr == Dptr && (C->type != D->type || C->ld != D->ld || C->rows != D->rows || C->cols != D->cols ||
+                         C->batch != D->batch || C->stride != D->stride))
+        return CUBLAS_STATUS_INVALID_VALUE;
     float a = *(const float *)alpha, b = *(const float *)beta;
     uint64_t m = D->rows, n = D->cols, k = d->opa == CUBLAS_OP_N ? A->cols : A->rows;
     gcemu_lt_matmuls++;
     std::vector<float> ta, tb, tc, td;
-    const float *fa = gcemu_lt_widen(Aptr, A, ta), *fb = gcemu_lt_widen(Bptr, B, tb);
+    bool tf32 = d->compute == CUBLAS_COMPUTE_32F_FAST_TF32;
+    const float *fa = gcemu_lt_widen(Aptr, A, ta, tf32), *fb = gcemu_lt_widen(Bptr, B, tb, tf32);
     const float *fc = gcemu_lt_widen(Cptr, C, tc);
     float *fd = (float *)Dptr;
     if (D->type == CUDA_R_16BF) {

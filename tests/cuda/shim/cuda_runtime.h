@@ -144,7 +144,12 @@ inline cudaError_t cudaMemset(void *p, int v, size_t n)
         memset(p, v, n);
     return cudaSuccess;
 }
-inline cudaError_t cudaMemsetAsync(void *p, int v, size_t n, cudaStream_t = nullptr) { return cudaMemset(p, v, n); }
+inline long gcemu_memsets = 0;   /* cudaMemsetAsync calls (a kernel launch on a GPU) */
+inline cudaError_t cudaMemsetAsync(void *p, int v, size_t n, cudaStream_t = nullptr)
+{
+    gcemu_memsets++;
+    return cudaMemset(p, v, n);
+}
 
 template <class T>
 cudaError_t cudaMemcpyFromSymbolAsync(void *dst, const T &sym, size_t n, size_t off = 0,

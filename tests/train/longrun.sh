@@ -1,0 +1,159 @@
+#!/bin/sh
+# Long-run features of the compiled tiny GPT-2 on the CPU (issue 12):
+# checkpoints, resume, signals.
+# usage: longrun.sh GCOMPILE GRAPH WORKDIR CHECK
+#   CHECK: resume_kill | sigterm | ckpt_faults
+set -u
+gc=$1 graph=$2 dir=$3 check=$4
+rm -rf "$dir" && mkdir -p "$dir" && cd "$dir" || exit 1
+fail() { echo "FAIL [$check]: $*"; exit 1; }
+compile() {  # compile OUT [gcompile args...]
+    out=$1; shift
+    "$gc" "$graph" --config tiny --target cpu -o "$out" "$@" || fail "gcompile $*"
+}
+# "step loss" for every step line of the given outputs
+step_losses() { sed -n 's/^step *\([0-9]*\)\/[0-9]* | loss \([^ ]*\) .*/\1 \2/p' "$@"; }
+# every step line printed by any run must equal the uninterrupted run's, and
+# steps 1..N must all have been printed
+same_as_ref() {  # same_as_ref REF N OUTPUTS...
+    ref=$1 nsteps=$2; shift 2
+    step_losses "$@" | sort -n -k1,1 -u -s >got_steps.txt
+    step_losses "$@" | sort -u | awk -v ref="$ref" 'BEGIN { while ((getline l < ref) > 0) { split(l, a, " "); r[a[1]] = a[2] } }
+        { if (r[$1] != $2) { printf "step %s: loss %s, uninterrupted run %s\n", $1, $2, r[$1]; bad = 1 } }
+        END { exit bad }' || fail "a resumed run's loss differs from the uninterrupted run's"
+    [ "$(wc -l <got_steps.txt)" -eq "$nsteps" ] || fail "expected steps 1..$nsteps, got $(wc -l <got_steps.txt)"
+}
+# every checkpoint in DIR resumes (copied alone into a scratch dir)
+all_readable() {  # all_readable DIR
+    for s in "$1"/state_*.bin; do
+        [ -e "$s" ] || continue
+        m=$(echo "$s" | sed 's/state_/model_/')
+        rm -rf one && mkdir one && cp "$s" "$m" one/ || fail "copy $s"
+        ./t --threads 1 --steps 0 --resume one >one.txt 2>&1 || { cat one.txt; fail "checkpoint $s unreadable"; }
+        grep -q '^resume: step' one.txt || fail "checkpoint $s not resumed"
+    done
+    [ -z "$(ls "$1" | grep -v '^model_[0-9]*\.bin$' | grep -v '^state_[0-9]*\.bin$' | grep -v '\.tmp$')" ] ||
+        fail "unexpected files in $1: $(ls "$1")"
+}
+# wait_for FILE PATTERN: until a line of FILE matches (5 s at most)
+wait_for() {
+    w=0
+    while ! grep -q "$2" "$1" 2>/dev/null; do
+        w=$((w + 1)); [ $w -gt 1000 ] && return 1
+        sleep 0.005
+    done
+}
+
+case "$check" in
+resume_kill)  # SIGKILL at ten random moments, in steps and in saves; resume each time
+    compile t
+    ./t --threads 1 --steps 40 >ref_out.txt || fail "reference run"
+    step_losses ref_out.txt >ref.txt
+    seed=${GC_TEST_SEED:-$(date +%s)}
+    echo "kill moments from seed $seed (GC_TEST_SEED=$seed reproduces them)"
+    awk -v s="$seed" 'BEGIN { srand(s); for (i = 0; i < 10; i++) printf "%.3f\n", rand() * 0.03 }' >delays.txt
+    in_save=0 in_step=0 i=0
+    export GC_CKPT_TEST_DELAY_MS=20   # each checkpoint file takes >= 20 ms, so saves can be hit
+    for d in $(cat delays.txt); do
+        i=$((i + 1))
+        ./t --threads 1 --steps 40 --save-every 5 --keep 3 --resume ck >out_$i.txt 2>&1 &
+        pid=$!
+        # kill i lands after step ~3.8i (odd i) or inside the save at or after it (even i)
+        target=$((i * 38 / 10))
+        if [ $((i % 2)) -eq 0 ]; then
+            wait_for out_$i.txt "^checkpoint: writing step $(((target + 4) / 5 * 5)) "
+        else
+            wait_for out_$i.txt "^step *$target/"
+        fi
+        sleep "$d"
+        kill -9 $pid 2>/dev/null
+        wait $pid 2>/dev/null
+        last=$(tail -n 1 out_$i.txt)
+        case "$last" in
+            "checkpoint: writing"*) in_save=$((in_save + 1)); where=save ;;
+            *) in_step=$((in_step + 1)); where=step ;;
+        esac
+        echo "kill $i after ${d}s: during a $where ($last)"
+        all_readable ck
+    done
+    unset GC_CKPT_TEST_DELAY_MS
+    ./t --threads 1 --steps 40 --save-every 5 --keep 3 --resume ck >out_final.txt 2>&1 || { cat out_final.txt; fail "final resume"; }
+    grep -q '^done: 40 steps' out_final.txt || fail "the final run did not finish"
+    all_readable ck
+    echo "kills: $in_save during saves, $in_step during or between steps"
+    [ $in_save -ge 2 ] && [ $in_step -ge 2 ] || fail "kills did not hit both steps and saves"
+    same_as_ref ref.txt 40 out_*.txt
+    [ "$(ls ck | grep -c '^state_')" -eq 3 ] || fail "--keep 3: $(ls ck)"
+    ;;
+sigterm)      # SIGTERM: the step finishes, a checkpoint is written, exit 0; resume finishes bit-identically
+    compile t
+    ./t --threads 1 --steps 30 >ref_out.txt || fail "reference run"
+    step_losses ref_out.txt >ref.txt
+    for sig in TERM INT; do
+        rm -rf ck_$sig
+        ./t --threads 1 --steps 30 --ckpt-dir ck_$sig >a_$sig.txt 2>&1 &
+        pid=$!
+        wait_for a_$sig.txt '^step *3/' || fail "no step 3"
+        kill -$sig $pid
+        wait $pid
+        rc=$?
+        [ $rc -eq 0 ] || { cat a_$sig.txt; fail "SIG$sig: exit $rc"; }
+        n=$(sed -n "s/^stopped by SIG$sig after step \([0-9]*\); resume with --resume$/\1/p" a_$sig.txt)
+        [ -n "$n" ] || { cat a_$sig.txt; fail "SIG$sig: no 'stopped by' line"; }
+        [ -f "ck_$sig/state_$(printf %08d "$n").bin" ] || fail "SIG$sig: no checkpoint of step $n"
+        ./t --threads 1 --steps 30 --resume ck_$sig >b_$sig.txt 2>&1 || { cat b_$sig.txt; fail "resume after SIG$sig"; }
+        grep -q "^resume: step $n " b_$sig.txt || fail "resume did not start from step $n"
+        same_as_ref ref.txt 30 a_$sig.txt b_$sig.txt
+        echo "SIG$sig after step $n: resumed bit-identically"
+    done
+    ;;
+ckpt_faults)  # corrupt, truncated and mismatched checkpoints; a full disk while saving
+    compile t
+    expect_error() {  # expect_error PATTERN ARGS...: exit 1, one "error: " line containing PATTERN
+        pat=$1; shift
+        ./t --threads 1 "$@" >out.txt 2>err.txt
+        rc=$?
+        [ "$rc" -eq 1 ] || { cat err.txt; fail "$*: exit $rc"; }
+        [ "$(wc -l <err.txt)" -eq 1 ] && grep -q '^error: ' err.txt || { cat err.txt; fail "$*: not one error line"; }
+        grep -q -- "$pat" err.txt || { cat err.txt; fail "$*: error lacks '$pat'"; }
+        echo "ok: $(cat err.txt)"
+    }
+    ./t --threads 1 --steps 3 --ckpt-dir good >/dev/null || fail "checkpoint run"
+    S=state_00000003.bin M=model_00000003.bin
+    fresh() { rm -rf c && cp -r good c; }
+    fresh; head -c 1000 good/$S >c/$S
+    expect_error "c/$S: offset 1000: file ends after 1000 bytes, inside the 1024-byte header" --steps 5 --resume c
+    fresh; head -c 5000 good/$S >c/$S
+    expect_error "c/$S: offset 5000: file is 5000 bytes, header says 1024 + 964608 (truncated)" --steps 5 --resume c
+    fresh; printf 'X' | dd of=c/$S bs=1 seek=100000 conv=notrunc 2>/dev/null
+    expect_error "c/$S: offset 1024: checksum of the optimizer state" --steps 5 --resume c
+    fresh; printf 'X' | dd of=c/$S bs=1 seek=24 conv=notrunc 2>/dev/null
+    expect_error "c/$S: offset 1016: header checksum mismatch" --steps 5 --resume c
+    fresh; printf 'XXXX' | dd of=c/$S bs=1 seek=0 conv=notrunc 2>/dev/null
+    expect_error "c/$S: offset 0: bad magic" --steps 5 --resume c
+    fresh; printf 'X' | dd of=c/$M bs=1 seek=300000 conv=notrunc 2>/dev/null
+    expect_error "c/$M: offset 1024: the parameters do not match the checksum in c/$S" --steps 5 --resume c
+    fresh; head -c 3000 good/$M >c/$M
+    expect_error "c/$M: offset 3000: file ends after 3000 bytes" --steps 5 --resume c
+    fresh; rm c/$M
+    expect_error "c/$M: cannot open" --steps 5 --resume c
+    "$gc" "$graph" --config tiny -D C=32 --target cpu -o t_c32 || fail "gcompile C=32"
+    ./t_c32 --steps 0 --resume good >out.txt 2>err.txt && fail "C=32 program resumed a C=64 state"
+    grep -q "good/$S: offset 96: state has C = 64 but the program was compiled with C = 32" err.txt || { cat err.txt; fail "dims message"; }
+    sed 's/\blnfb\b/lnf_bias/g' "$graph" >renamed.graph   # same dims, another parameter layout
+    "$gc" renamed.graph --config tiny --target cpu -o t_renamed || fail "gcompile renamed.graph"
+    ./t_renamed --steps 0 --resume good >out.txt 2>err.txt && fail "another plan resumed the state"
+    grep -q "good/$S: offset 32: written by a program with another plan" err.txt || { cat err.txt; fail "hash message"; }
+    # a full disk: the temporary files of the next checkpoint are /dev/full
+    for which in model state; do
+        fresh
+        ln -s /dev/full c/${which}_00000006.bin.tmp
+        expect_error "c/${which}_00000006.bin: cannot write: No space left on device; the previous checkpoint (step 3 in c) is intact" \
+            --steps 6 --resume c
+        [ "$(ls c)" = "$(printf '%s\n' $M $S)" ] || fail "after a failed save: $(ls c)"
+        cmp -s c/$S good/$S && cmp -s c/$M good/$M || fail "the previous checkpoint changed"
+    done
+    ;;
+*) fail "unknown check $check" ;;
+esac
+echo "ok: $check"
