@@ -50,7 +50,8 @@ void *xcalloc(size_t n, size_t size);
 void *xrealloc(void *p, size_t n);
 /* Grows array p of *cap elements of elem bytes to hold need (doubling);
  * returns it (it may move: see the growth rule below). Under GC_MOVE_ON_GROW
- * it moves on every call that adds an element. */
+ * it moves on every call that adds an element (past 4096 elements, at every
+ * doubling). */
 void *xgrow(void *p, int *cap, int need, size_t elem);
 char *xstrdup(const char *s);
 char *xasprintf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
@@ -64,8 +65,9 @@ char *xasprintf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
  * g->dims, g->params, g->inputs, g->sched, side tables of passes, AST lists)
  * MOVES when it grows: across a call that can grow it, hold an index, never a
  * pointer. Sanitizer builds (GC_SANITIZE) compile xrealloc to move on every
- * call, so a pointer held across such a growth is a use-after-free that ASan
- * reports on the first test that reaches it, not only at a capacity boundary. */
+ * call (and xgrow on every added element of a small array), so a pointer held
+ * across such a growth is a use-after-free that ASan reports on the first
+ * test that reaches it, not only at a capacity boundary. */
 #define IR_MAX_TENSORS (1 << 22)
 #define IR_MAX_OPS (1 << 22)
 /* Reserves address space for max elements of elem bytes (no memory yet). */
