@@ -145,7 +145,7 @@ static int show(const char *model, long B, long T, const char *graph, ScheduleKi
     char err[512], path[1024];
     if (plan_check(g, err, sizeof err))
         fprintf(stderr, "plan_check: %s\n", err);
-    EmitOptions eo = {"cpu", "fp32", 0, 0, 0};
+    EmitOptions eo = {.target = "cpu", .precision = "fp32"};
     emit_plan_text(stdout, g, &eo);
     snprintf(path, sizeof path, "%s.json", prefix);
     FILE *f = fopen(path, "w");

@@ -32,6 +32,9 @@ typedef struct EmitOptions {
     size_t budget_bytes;     /* 0 = none */
     int poison;              /* emit NaN poisoning at the end of each lifetime */
     int no_tf32;             /* cuda: fp32 matmuls on the fp32 units, not TF32 (--no-tf32) */
+    /* the cost model's prediction (passes/costs.c), for plan-text; device NULL: none */
+    const char *device;
+    double predicted_s, predicted_mfu;
 } EmitOptions;
 
 /* ---------------------------------------------------------------- plan_json.c */

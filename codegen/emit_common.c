@@ -92,6 +92,30 @@ static void call_head(FILE *f, const Graph *g, const char *fn, const Op *op, con
 
 static long last_dim(const Tensor *t) { return t->rank ? t->shape[t->rank - 1] : 1; }
 
+/* With micro-batches (passes/microbatch.c): the outputs (bit i) of op that
+ * are parameter gradients it overwrites; they accumulate when ctx->micro > 0. */
+static int micro_acc_mask(const Graph *g, const Op *op)
+{
+    if (g->micro_batches <= 1 || op->phase == PH_OPT)
+        return 0;
+    int m = 0;
+    for (int i = 0; i < op->nout; i++)
+        if (g->t[graph_root(g, op->out[i], NULL)].kind == TK_GRAD && !(op->acc >> i & 1))
+            m |= 1 << i;
+    return m;
+}
+
+/* The kernel's acc argument: op->acc, or "(ctx->micro ? acc|mask : acc)". */
+static const char *acc_arg(char *buf, size_t n, const Graph *g, const Op *op)
+{
+    int m = micro_acc_mask(g, op);
+    if (m)
+        snprintf(buf, n, "(ctx->micro ? %d : %d)", op->acc | m, op->acc);
+    else
+        snprintf(buf, n, "%d", op->acc);
+    return buf;
+}
+
 /* "{p, pcopy or NULL, g, m, v, n, wd}," of one update (gc_adamw_tensor) */
 static void emit_update_tensor(FILE *f, const Graph *g, const Op *op)
 {
@@ -109,6 +133,8 @@ static void emit_update_tensor(FILE *f, const Graph *g, const Op *op)
 
 void emit_kernel_call(FILE *f, const Graph *g, const Op *op)
 {
+    char acc[64];
+    acc_arg(acc, sizeof acc, g, op);
     const Tensor *in0 = op->nin ? &g->t[op->in[0]] : NULL;
     const Tensor *out0 = op->nout ? &g->t[op->out[0]] : NULL;
     switch (op->kind) {
@@ -116,14 +142,14 @@ void emit_kernel_call(FILE *f, const Graph *g, const Op *op)
         long b, M, N, K;
         op_matmul_geom(g, op, &b, &M, &N, &K);
         call_head(f, g, "gc_matmul", op, NULL, 0);
-        fprintf(f, ", %ld, %ld, %ld, %ld, %d, %d, %d);\n", b, M, N, K, (int)op->attr[0], (int)op->attr[1], op->acc);
+        fprintf(f, ", %ld, %ld, %ld, %ld, %d, %d, %s);\n", b, M, N, K, (int)op->attr[0], (int)op->attr[1], acc);
         return;
     }
     case OP_MATMUL_BIAS: {
         long b, M, N, K;
         op_matmul_geom(g, op, &b, &M, &N, &K);
         call_head(f, g, "gc_matmul_bias", op, NULL, 0);
-        fprintf(f, ", %ld, %ld, %ld, %ld, %d, %d, %d);\n", b, M, N, K, (int)op->attr[0], (int)op->attr[1], op->acc);
+        fprintf(f, ", %ld, %ld, %ld, %ld, %d, %d, %s);\n", b, M, N, K, (int)op->attr[0], (int)op->attr[1], acc);
         return;
     }
     case OP_EMBEDDING: {
@@ -135,11 +161,11 @@ void emit_kernel_call(FILE *f, const Graph *g, const Op *op)
     }
     case OP_EMBEDDING_BWD:
         call_head(f, g, "gc_embedding_bwd", op, NULL, 0);
-        fprintf(f, ", %ldL, %ldL, %ldL, %d);\n", g->t[op->in[1]].numel, out0->shape[0], out0->shape[1], op->acc);
+        fprintf(f, ", %ldL, %ldL, %ldL, %s);\n", g->t[op->in[1]].numel, out0->shape[0], out0->shape[1], acc);
         return;
     case OP_REDUCE_ROWS:
         call_head(f, g, "gc_reduce_rows", op, NULL, 0);
-        fprintf(f, ", %ldL, %ldL, %d);\n", in0->numel / out0->numel, out0->numel, op->acc);
+        fprintf(f, ", %ldL, %ldL, %s);\n", in0->numel / out0->numel, out0->numel, acc);
         return;
     case OP_LAYERNORM:
         call_head(f, g, "gc_layernorm_fwd", op, NULL, 0);
@@ -148,7 +174,7 @@ void emit_kernel_call(FILE *f, const Graph *g, const Op *op)
     case OP_LAYERNORM_BWD: {
         const Tensor *x = &g->t[op->in[1]];
         call_head(f, g, "gc_layernorm_bwd", op, NULL, 0);
-        fprintf(f, ", %ldL, %ldL, %d);\n", x->numel / last_dim(x), last_dim(x), op->acc);
+        fprintf(f, ", %ldL, %ldL, %s);\n", x->numel / last_dim(x), last_dim(x), acc);
         return;
     }
     case OP_SOFTMAX:
@@ -157,7 +183,7 @@ void emit_kernel_call(FILE *f, const Graph *g, const Op *op)
         return;
     case OP_SOFTMAX_BWD:
         call_head(f, g, "gc_softmax_bwd", op, NULL, 0);
-        fprintf(f, ", %ldL, %ldL, %d);\n", in0->numel / last_dim(in0), last_dim(in0), op->acc);
+        fprintf(f, ", %ldL, %ldL, %s);\n", in0->numel / last_dim(in0), last_dim(in0), acc);
         return;
     case OP_CAUSAL_MASK:
         call_head(f, g, "gc_causal_mask_fwd", op, NULL, 0);
@@ -165,7 +191,7 @@ void emit_kernel_call(FILE *f, const Graph *g, const Op *op)
         return;
     case OP_CAUSAL_MASK_BWD:
         call_head(f, g, "gc_causal_mask_bwd", op, NULL, 0);
-        fprintf(f, ", %ldL, %ldL, %d);\n", in0->numel / (last_dim(in0) * last_dim(in0)), last_dim(in0), op->acc);
+        fprintf(f, ", %ldL, %ldL, %s);\n", in0->numel / (last_dim(in0) * last_dim(in0)), last_dim(in0), acc);
         return;
     case OP_CROSS_ENTROPY:
         call_head(f, g, "gc_crossentropy_fwd", op, NULL, 0);
@@ -174,7 +200,7 @@ void emit_kernel_call(FILE *f, const Graph *g, const Op *op)
     case OP_CROSS_ENTROPY_BWD: {
         const Tensor *lg = &g->t[op->in[1]];
         call_head(f, g, "gc_crossentropy_bwd", op, NULL, 0);
-        fprintf(f, ", %ldL, %ldL, %ldL, %d);\n", lg->numel / last_dim(lg), last_dim(lg), (long)op->attr[0], op->acc);
+        fprintf(f, ", %ldL, %ldL, %ldL, %s);\n", lg->numel / last_dim(lg), last_dim(lg), (long)op->attr[0], acc);
         return;
     }
     case OP_PERMUTE: {
@@ -186,11 +212,11 @@ void emit_kernel_call(FILE *f, const Graph *g, const Op *op)
             fprintf(f, "%s%ld", i ? ", " : "", op->list[i]);
         fprintf(f, "}; ");
         call_head(f, g, "gc_permute", op, NULL, 0);
-        fprintf(f, ", %d, shape, perm, %d); }\n", in0->rank, op->acc);
+        fprintf(f, ", %d, shape, perm, %s); }\n", in0->rank, acc);
         return;
     }
-    case OP_FILL:
-        fprintf(f, "gc_fill%s(", variant(g, op));
+    case OP_FILL:   /* zeros of unused gradient bytes: once, before the first micro-batch's writes */
+        fprintf(f, "%sgc_fill%s(", micro_acc_mask(g, op) ? "if (!ctx->micro) " : "", variant(g, op));
         emit_tensor_ptr(f, g, op->out[0]);
         fprintf(f, ", %ldL, %.9ef);\n", out0->numel, op->attr[0]);
         return;
@@ -218,8 +244,8 @@ void emit_kernel_call(FILE *f, const Graph *g, const Op *op)
     case OP_CLASSIFIER: {
         const Tensor *w = &g->t[op->in[1]];
         call_head(f, g, "gc_classifier", op, NULL, 0);
-        fprintf(f, ", %ldL, %ldL, %ldL, %ldL, %ldL, %d);\n", in0->numel / w->shape[1], w->shape[1], w->shape[0],
-                (long)op->attr[0], (long)op->attr[1], op->acc);
+        fprintf(f, ", %ldL, %ldL, %ldL, %ldL, %ldL, %s);\n", in0->numel / w->shape[1], w->shape[1], w->shape[0],
+                (long)op->attr[0], (long)op->attr[1], acc);
         return;
     }
     case OP_ATTENTION: case OP_ATTENTION_BWD: {
@@ -233,7 +259,7 @@ void emit_kernel_call(FILE *f, const Graph *g, const Op *op)
         if (op->kind == OP_ATTENTION)
             fprintf(f, ", geom, %.9ef); }\n", op->attr[0]);
         else
-            fprintf(f, ", geom, %.9ef, %d); }\n", op->attr[0], op->acc);
+            fprintf(f, ", geom, %.9ef, %s); }\n", op->attr[0], acc);
         return;
     }
     default:
@@ -326,9 +352,10 @@ static void prof_table(const Graph *g, ProfTable *pt)
             c++;
         if (c == pt->n)
             memcpy(pt->label[pt->n++], label, sizeof label);
+        int runs = op->phase == PH_OPT || g->micro_batches <= 1 ? 1 : g->micro_batches;
         pt->cat[k] = c;
-        pt->calls[c]++;
-        pt->flops[c] += op_flops(g, op);
+        pt->calls[c] += runs;
+        pt->flops[c] += runs * op_flops(g, op);
     }
 }
 
@@ -429,8 +456,9 @@ void emit_program_struct(FILE *f, const Graph *g, const EmitOptions *opt)
     int logits = loss_op >= 0 && g->ops[loss_op].kind == OP_CROSS_ENTROPY ? g->ops[loss_op].in[0] : -1;
     double flops = 0;
     for (int o = 0; o < g->nops; o++)
-        if (!g->ops[o].dead)
-            flops += op_flops(g, &g->ops[o]);
+        if (!g->ops[o].dead)   /* fwd/bwd ops run once per micro-batch */
+            flops += op_flops(g, &g->ops[o]) *
+                     (g->ops[o].phase == PH_OPT || g->micro_batches <= 1 ? 1 : g->micro_batches);
     size_t total = 0;
     for (int r = 0; r < RG_COUNT; r++)
         total += g->region_bytes[r];
@@ -465,12 +493,13 @@ void emit_program_struct(FILE *f, const Graph *g, const EmitOptions *opt)
                 g->split_name);
     if (g->params_sharded)
         fprintf(f, "    .nshards = (int)(sizeof SHARDS / sizeof SHARDS[0]),\n    .shards = SHARDS,\n");
-    fprintf(f, "    .state_hash = 0x%016llxull,\n};\n", (unsigned long long)state_hash(g, opt));
+    fprintf(f, "    .state_hash = 0x%016llxull,\n", (unsigned long long)state_hash(g, opt));
+    fprintf(f, "    .micro_batches = %d,\n};\n", g->micro_batches > 1 ? g->micro_batches : 1);
 }
 
 void emit_each_ew(FILE *f, const Graph *g, void (*define)(FILE *, const Graph *, const Op *))
 {
-    char (*seen)[64] = xcalloc((size_t)g->nops + 1, sizeof *seen);
+    char (*seen)[64] = xcalloc(2 * (size_t)g->nops + 1, sizeof *seen);
     int nseen = 0;
     for (int k = 0; k < g->nsched; k++) {
         const Op *op = &g->ops[g->sched[k]];
@@ -484,6 +513,18 @@ void emit_each_ew(FILE *f, const Graph *g, void (*define)(FILE *, const Graph *,
         if (!dup) {
             strcpy(seen[nseen++], name);
             define(f, g, op);
+        }
+        if (micro_acc_mask(g, op) & 1) {   /* its accumulating twin, for micro-batches > 0 */
+            Op twin = *op;
+            twin.acc |= 1;
+            ew_name(name, sizeof name, g, &twin);
+            dup = 0;
+            for (int i = 0; i < nseen && !dup; i++)
+                dup = !strcmp(seen[i], name);
+            if (!dup) {
+                strcpy(seen[nseen++], name);
+                define(f, g, &twin);
+            }
         }
     }
     free(seen);
@@ -515,7 +556,7 @@ static const char *phase_flag(const Op *op)
         int gate = (int)op->attr[2];
         p = gate == 4 ? PH_OPT : gate == 2 ? PH_BWD : PH_FWD;
     }
-    return p == PH_OPT ? "GC_PHASE_OPT" : p == PH_BWD ? "GC_PHASE_BWD" : "GC_PHASE_FWD";
+    return p == PH_OPT ? "GC_PHASE_OPT" : p == PH_BWD || p == PH_RECOMPUTE ? "GC_PHASE_BWD" : "GC_PHASE_FWD";
 }
 
 /* The updates at schedule positions k .. k+n-1 as one multi-tensor call. */
@@ -560,7 +601,14 @@ void emit_step_body(FILE *f, const Graph *g, const EmitOptions *opt)
             fprintf(f, "/* in the multi-tensor update above */\n");
         else if (op->kind == OP_ADAMW || op->kind == OP_ADAMW_BF16)
             emit_update_group(f, g, k, op_update_group_len(g, k));
-        else if (op_info[op->kind].cls == OPC_EW)
+        else if (op_info[op->kind].cls == OPC_EW && (micro_acc_mask(g, op) & 1)) {
+            Op twin = *op;
+            twin.acc |= 1;
+            fputs("if (ctx->micro) ", f);
+            emit_ew_call(f, g, &twin);
+            fputs("        else ", f);
+            emit_ew_call(f, g, op);
+        } else if (op_info[op->kind].cls == OPC_EW)
             emit_ew_call(f, g, op);
         else
             emit_kernel_call(f, g, op);

@@ -169,6 +169,7 @@ json_t *plan_json(const Graph *g, const EmitOptions *opt)
     json_object_set_new(root, "schedule_kind",
                         json_string(g->schedule_name ? g->schedule_name : ""));
     json_object_set_new(root, "no_reuse", json_boolean(g->no_reuse));
+    json_object_set_new(root, "micro_batches", jint(g->micro_batches > 1 ? g->micro_batches : 1));
     json_object_set_new(root, "dims", dims_json(g));
     json_object_set_new(root, "split", split_json(g));
     json_object_set_new(root, "schedule", schedule_json(g));

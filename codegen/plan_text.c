@@ -179,6 +179,51 @@ static void largest(FILE *f, const Graph *g, int top)
     free(v);
 }
 
+/* The memory levers and the prediction: budget, peak, micro-batches,
+ * recomputation (ops, tensors, extra FLOPs), predicted time and MFU. */
+static void levers(FILE *f, const Graph *g, const EmitOptions *opt)
+{
+    double base = 0, extra = 0;
+    int nops = 0, ntens = 0;
+    for (int k = 0; k < g->nsched; k++) {
+        const Op *op = &g->ops[g->sched[k]];
+        double fl = op_flops(g, op);
+        if (op->phase == PH_RECOMPUTE) {
+            extra += fl;
+            nops++;
+            ntens += op->nout;
+        } else {
+            base += fl;
+        }
+    }
+    size_t total = 0;
+    char b1[32], b2[32];
+    for (int r = 0; r < RG_COUNT; r++)
+        total += g->region_bytes[r];
+    fprintf(f, "strategy: ");
+    if (opt && opt->budget_bytes)
+        fprintf(f, "budget %s, ", human(opt->budget_bytes, b1, sizeof b1));
+    fprintf(f, "peak %s | %d micro-batch%s | ", human(total, b2, sizeof b2),
+            g->micro_batches > 1 ? g->micro_batches : 1, g->micro_batches > 1 ? "es" : "");
+    if (nops)
+        fprintf(f, "recompute %d tensors (%d ops, +%.1f%% FLOPs)", ntens, nops, base > 0 ? 100.0 * extra / base : 0.0);
+    else
+        fprintf(f, "no recompute");
+    if (opt && opt->device)
+        fprintf(f, " | predicted %.1f ms/step on %s, MFU %.1f%%", opt->predicted_s * 1e3, opt->device,
+                100.0 * opt->predicted_mfu);
+    fputc('\n', f);
+    int shown = 0;   /* the recomputed tensors, in schedule order (the first 24) */
+    for (int k = 0; k < g->nsched; k++) {
+        const Op *op = &g->ops[g->sched[k]];
+        for (int i = 0; op->phase == PH_RECOMPUTE && i < op->nout; i++, shown++)
+            if (shown < 24)
+                fprintf(f, "%s %s", shown ? "" : "recomputed:", g->t[op->out[i]].name);
+    }
+    if (shown)
+        fprintf(f, "%s\n", shown > 24 ? " ..." : "");
+}
+
 /* the parallel split: which, how many collectives, bytes sent per step */
 static void split(FILE *f, const Graph *g)
 {
@@ -239,8 +284,11 @@ void emit_plan_text(FILE *f, const Graph *g, const EmitOptions *opt)
         fprintf(f, "dims:");
         for (int i = 0; i < g->ndims; i++)
             fprintf(f, " %s=%ld", g->dims[i].name, g->dims[i].value);
+        if (g->micro_batches > 1)
+            fprintf(f, " | %d micro-batches of B rows per optimizer step", g->micro_batches);
         fputc('\n', f);
     }
+    levers(f, g, opt);
     split(f, g);
     regions(f, g, opt);
     reuse(f, g);

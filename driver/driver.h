@@ -20,6 +20,9 @@ typedef struct DriverOptions {
     const char *emit_kind;   /* NULL: build an executable */
     ScheduleKind schedule;
     int no_reuse, no_fuse, gpus, verbose;
+    int micro_batches;       /* --micro-batches K (0: not given) */
+    int recompute;           /* --recompute: RC_NONE, RC_SELECTIVE, RC_FULL, or -1 (auto) */
+    const char *device;      /* --device PROFILE (passes/costs.c), NULL: by target */
     long classifier_chunk;   /* rows per chunk of the fused classifier */
     const char *cc;
     const char *nvcc;

@@ -31,8 +31,23 @@ static void usage(FILE *f)
         "      --precision P      fp32 | bf16 (bf16 activations and gradients, fp32 master\n"
         "                         weights and optimizer state; --target cuda only)\n"
         "      --mem SIZE         per-device memory budget, e.g. 24GiB, 80GB, 512MiB;\n"
-        "                         a plan that does not fit is rejected with numbers\n"
-        "                         (recompute/micro-batch search: not implemented yet)\n"
+        "                         a target: with --recompute auto and no --micro-batches\n"
+        "                         the compiler plans every micro-batch count dividing B\n"
+        "                         times none/selective/full recompute (all layers alike;\n"
+        "                         per-layer mixes: not yet) and keeps the least predicted\n"
+        "                         time that fits; nothing fits: exit 1 with the smallest\n"
+        "                         budget found\n"
+        "      --micro-batches K  gradient accumulation: each step runs K micro-batches\n"
+        "                         of B/K rows (K divides B), then one optimizer update\n"
+        "      --recompute MODE   none | selective | full | auto (default): free forward\n"
+        "                         activations after their last forward use and recompute\n"
+        "                         them in the backward (selective: layernorm, GELU,\n"
+        "                         attention internals; full: all but each layer's input);\n"
+        "                         auto: chosen against --mem (none without --mem)\n"
+        "      --device PROFILE   the cost model's device: a100-40g, a100-80g, h100, h200,\n"
+        "                         rtx4090, cpu (default: cpu for --target cpu, else h100);\n"
+        "                         without --mem it implies --mem = its memory less a\n"
+        "                         reserve (1.5 GiB on GPUs, 2 GiB on the CPU)\n"
         "      --gpus N           devices: one process per device, started with\n"
         "                         mpirun -np N ./train (MPI on cpu, NCCL on cuda); the\n"
         "                         plan and every artifact are one rank's\n"
@@ -158,8 +173,8 @@ static const char *const emit_kinds[] = {"ir", "summary", "c", "cuda", "plan", "
 static int parse_args(int argc, char **argv, DriverOptions *o)
 {
     enum { O_CONFIG = 256, O_TARGET, O_PRECISION, O_MEM, O_GPUS, O_EMIT, O_NOREUSE, O_VERSION,
-           O_SCHEDULE, O_POISON, O_CC, O_NVCC, O_ARCH, O_NOFUSE, O_NOTF32, O_CLSCHUNK, O_SPLIT, O_MPICC,
-           O_INTERCONNECT };
+           O_SCHEDULE, O_POISON, O_CC, O_NVCC, O_ARCH, O_NOFUSE, O_NOTF32, O_MICRO, O_RECOMPUTE, O_DEVICE, O_CLSCHUNK,
+           O_SPLIT, O_MPICC, O_INTERCONNECT };
     static const struct option longopts[] = {
         {"output", required_argument, 0, 'o'}, {"config", required_argument, 0, O_CONFIG},
         {"target", required_argument, 0, O_TARGET}, {"precision", required_argument, 0, O_PRECISION},
@@ -170,6 +185,8 @@ static int parse_args(int argc, char **argv, DriverOptions *o)
         {"gpu-arch", required_argument, 0, O_ARCH}, {"no-fuse", optional_argument, 0, O_NOFUSE},
         {"classifier-chunk", required_argument, 0, O_CLSCHUNK},
         {"no-tf32", no_argument, 0, O_NOTF32}, {"verbose", no_argument, 0, 'v'},
+        {"micro-batches", required_argument, 0, O_MICRO}, {"recompute", required_argument, 0, O_RECOMPUTE},
+        {"device", required_argument, 0, O_DEVICE},
         {"split", required_argument, 0, O_SPLIT}, {"mpicc", required_argument, 0, O_MPICC},
         {"interconnect", required_argument, 0, O_INTERCONNECT},
         {"help", no_argument, 0, 'h'}, {"version", no_argument, 0, O_VERSION}, {0, 0, 0, 0},
@@ -237,6 +254,39 @@ static int parse_args(int argc, char **argv, DriverOptions *o)
             o->emit_kind = optarg;
             break;
         }
+        case O_MICRO: {
+            char *end;
+            long n = strtol(optarg, &end, 10);
+            if (*end || n < 1 || n > 65536) {
+                fprintf(stderr, "gcompile: error: --micro-batches expects a positive integer, got '%s'\n", optarg);
+                return 1;
+            }
+            o->micro_batches = (int)n;
+            break;
+        }
+        case O_RECOMPUTE:
+            if (!strcmp(optarg, "none"))
+                o->recompute = RC_NONE;
+            else if (!strcmp(optarg, "selective"))
+                o->recompute = RC_SELECTIVE;
+            else if (!strcmp(optarg, "full"))
+                o->recompute = RC_FULL;
+            else if (!strcmp(optarg, "auto"))
+                o->recompute = -1;
+            else {
+                fprintf(stderr, "gcompile: error: --recompute must be none, selective, full or auto, got '%s'\n",
+                        optarg);
+                return 1;
+            }
+            break;
+        case O_DEVICE:
+            if (!device_profile(optarg)) {
+                fprintf(stderr, "gcompile: error: --device: unknown profile '%s' (%s)\n", optarg,
+                        device_profile_names());
+                return 1;
+            }
+            o->device = optarg;
+            break;
         case O_NOREUSE: o->no_reuse = 1; break;
         case O_CLSCHUNK: {
             char *end;
@@ -327,6 +377,8 @@ static int parse_args(int argc, char **argv, DriverOptions *o)
         o->emit.target = "cpu";
     if (o->emit_kind && !strcmp(o->emit_kind, "cuda"))
         o->emit.target = "cuda";
+    if (o->device && !o->emit.budget_bytes)   /* --device implies --mem */
+        o->emit.budget_bytes = (size_t)device_mem_budget(device_profile(o->device));
     if (!strcmp(o->emit.precision, "bf16") && strcmp(o->emit.target, "cuda") != 0) {
         fprintf(stderr, "gcompile: error: --precision bf16 needs --target cuda (the CPU target is fp32)\n");
         return 1;
@@ -358,10 +410,209 @@ static double now_ms(void)
             fprintf(stderr, "gcompile: %-10s %8.2f ms\n", name, now_ms() - t0_); \
     } while (0)
 
+/* --micro-batches K: the graph g was built with the batch's B rows; builds
+ * it again with B/K (the micro-batch) and frees g. NULL after an error. */
+static Graph *build_micro(Ast *ast, const DriverOptions *o, Graph *g)
+{
+    long B = graph_dim(g, "B"), K = o->micro_batches;
+    graph_free(g);
+    if (B < 0) {
+        fprintf(stderr, "gcompile: error: --micro-batches needs a dim named B (the batch's rows)\n");
+        return NULL;
+    }
+    if (B % K) {
+        fprintf(stderr, "gcompile: error: --micro-batches %ld does not divide B = %ld\n", K, B);
+        return NULL;
+    }
+    char *val = xasprintf("%ld", B / K);
+    BuildOptions b = o->build;   /* the -D list plus B=B/K, which wins as the last */
+    Define *defs = xmalloc((size_t)(b.ndefines + 1) * sizeof *defs);
+    for (int i = 0; i < b.ndefines; i++)
+        defs[i] = b.defines[i];
+    defs[b.ndefines++] = (Define){"B", val};
+    b.defines = defs;
+    g = ir_build(ast, &b);
+    free(defs);
+    free(val);
+    return g;
+}
+
+/* The cost model's step time and MFU on --device (default: by target), for
+ * the reports. */
+static void predict(const Graph *g, DriverOptions *o)
+{
+    int cuda = !strcmp(o->emit.target, "cuda");
+    DeviceProfile d = *device_profile(o->device ? o->device : cuda ? "h100" : "cpu");
+    if (cuda && !o->emit.no_tf32)
+        d.mm_flops[0] = d.tf32_flops;
+    StepCost c = fill_costs(g, &d, NULL);
+    o->emit.device = o->device ? o->device : cuda ? "h100" : "cpu";
+    o->emit.predicted_s = c.seconds;
+    o->emit.predicted_mfu = c.mfu;
+}
+
+/* --recompute MODE: the same choice for every layer */
+static void recompute_layers(Graph *g, RecomputeChoice c)
+{
+    int n = graph_layers(g);
+    RecomputeChoice *choice = xmalloc((size_t)(n + 1) * sizeof *choice);
+    for (int l = 0; l < n; l++)
+        choice[l] = c;
+    pass_recompute(g, choice, n);
+    free(choice);
+}
+
+/* The passes from the AST to a checked plan, with the levers of o
+ * (micro_batches, recompute); NULL after reported errors. */
+static Graph *lower(Ast *ast, DriverOptions o)
+{
+    Graph *g = NULL;
+    PASS(&o, "build", g = ir_build(ast, &o.build));
+    if (!g)
+        return NULL;
+    if (o.micro_batches > 1 && !(g = build_micro(ast, &o, g)))
+        return NULL;
+    ir_verify(g);
+    g->no_reuse = o.no_reuse;
+    PASS(&o, "autodiff", pass_autodiff(g));
+    if (diag_count()) {
+        graph_free(g);
+        return NULL;
+    }
+    ir_verify(g);
+    PASS(&o, "micro", pass_micro_batches(g, o.micro_batches));
+    if (!(o.no_fuse & FUSE_BIAS)) {
+        PASS(&o, "fuse", pass_fuse(g));
+        ir_verify(g);
+    }
+    if (!(o.no_fuse & FUSE_ATTENTION)) {
+        PASS(&o, "fuse-att", pass_fuse_attention(g));
+        ir_verify(g);
+    }
+    /* the fused classifier scales its gradient itself (no d loss seed to
+       read), so it does not take the 1/K seed of micro-batches yet */
+    if (!(o.no_fuse & FUSE_CLASSIFIER) && !strcmp(o.emit.target, "cpu") && o.micro_batches <= 1) {
+        PASS(&o, "fuse-cls", pass_fuse_classifier(g, o.classifier_chunk));
+        ir_verify(g);
+    }
+    if (!strcmp(o.emit.precision, "bf16")) {
+        PASS(&o, "precision", pass_precision(g));
+        ir_verify(g);
+    }
+    if (o.schedule == SCHED_FUSED_OPT) {
+        PASS(&o, "split-upd", pass_split_updates(g));
+        ir_verify(g);
+    }
+    PASS(&o, "split", pass_split(g, &o.split));
+    if (diag_count()) {
+        graph_free(g);
+        return NULL;
+    }
+    ir_verify(g);
+    if (o.recompute > RC_NONE) {
+        PASS(&o, "recompute", recompute_layers(g, (RecomputeChoice)o.recompute));
+        ir_verify(g);
+    }
+    PASS(&o, "schedule", pass_schedule(g, o.schedule));
+    if (!strcmp(o.emit.target, "cuda"))
+        pass_workspace(g, (size_t)32 << 20);   /* cuBLASLt + reductions (gc_cuda.h) */
+    ir_verify(g);
+    PASS(&o, "liveness", fill_liveness(g));
+    PASS(&o, "memplan", pass_memplan(g));
+    ir_verify(g);
+    char err[512];
+    PASS(&o, "plancheck", if (plan_check(g, err, sizeof err) != 0) IR_BUG("plan check failed: %s", err));
+    return g;
+}
+
+/* What the plan needs per device, as driver_check_budget counts it: its
+ * regions, plus the stated CUDA reserve on the CUDA target. */
+static size_t plan_total(const Graph *g, const DriverOptions *o)
+{
+    size_t total = strcmp(o->emit.target, "cuda") ? 0 : GC_CUDA_RESERVE_BYTES;
+    for (int r = 0; r < RG_COUNT; r++)
+        total += g->region_bytes[r];
+    return total;
+}
+
+/* --mem with --recompute auto and no --micro-batches: every micro-batch
+ * count K dividing B times every recompute mode applied to all layers
+ * (none, selective, full), each planned by the real pipeline (lower) and
+ * checked by plan_check; the least predicted time that fits wins. Within one
+ * K more recompute is slower, so a K stops at its first mode that fits.
+ * When nothing fits: exit 1 with the smallest planned peak (compiling at
+ * that budget succeeds: the same candidate fits) and its largest part.
+ * Not yet: a per-layer mix of modes. */
+static Graph *search(Ast *ast, DriverOptions *o)
+{
+    DriverOptions c = *o;
+    c.verbose = 0;
+    c.micro_batches = 1;
+    c.recompute = RC_NONE;
+    Graph *first = lower(ast, c);
+    if (!first)
+        return NULL;
+    long B = graph_dim(first, "B");
+    Graph *best = NULL, *small = NULL;
+    double best_s = 0;
+    size_t small_peak = 0;
+    int small_mode = RC_NONE;
+    static const char *const mode[] = {"none", "selective", "full"};
+    for (long K = 1; K <= (B > 0 ? B : 1); K++) {
+        if (B > 0 && B % K)
+            continue;
+        for (int m = RC_NONE; m <= RC_FULL; m++) {
+            c.micro_batches = (int)K;
+            c.recompute = m;
+            Graph *g = first ? first : lower(ast, c);
+            first = NULL;
+            if (!g)
+                return NULL;
+            predict(g, &c);
+            size_t peak = plan_total(g, o);
+            int fits = peak <= o->emit.budget_bytes;
+            if (o->verbose)
+                fprintf(stderr, "gcompile: search: K=%ld recompute %-9s peak %zu predicted %.1f ms%s\n", K,
+                        mode[m], peak, c.emit.predicted_s * 1e3, fits ? " fits" : "");
+            Graph *old_best = best, *old_small = small;
+            if (fits && (!best || c.emit.predicted_s < best_s))
+                best = g, best_s = c.emit.predicted_s;
+            if (!small || peak < small_peak)
+                small = g, small_peak = peak, small_mode = m;
+            if (old_best && old_best != best && old_best != small)
+                graph_free(old_best);
+            if (old_small && old_small != small && old_small != best && old_small != old_best)
+                graph_free(old_small);
+            if (g != best && g != small)
+                graph_free(g);
+            if (fits)
+                break;
+        }
+    }
+    if (best) {
+        if (small != best)
+            graph_free(small);
+        return best;
+    }
+    static const char *const part[] = {"parameters", "gradients", "optimizer state", "activations (arena)"};
+    int big = 0;
+    for (int r = 1; r < RG_COUNT; r++)
+        if (small->region_bytes[r] > small->region_bytes[big])
+            big = r;
+    char a[32], b[32], d[32];
+    fprintf(stderr, "gcompile: error: nothing fits --mem %s: the smallest plan found needs %s (--micro-batches %d "
+                    "--recompute %s; --mem %zu compiles); the largest part is %s %s\n",
+            human_bytes(a, sizeof a, (double)o->emit.budget_bytes), human_bytes(b, sizeof b, (double)small_peak),
+            small->micro_batches > 1 ? small->micro_batches : 1, mode[small_mode], small_peak, part[big],
+            human_bytes(d, sizeof d, (double)small->region_bytes[big]));
+    graph_free(small);
+    return NULL;
+}
+
 int main(int argc, char **argv)
 {
     DriverOptions o = {
-        .output = NULL, .schedule = SCHED_FUSED_OPT, .classifier_chunk = 1024, .gpus = 1, .cc = "cc", .nvcc = "nvcc",
+        .output = NULL, .schedule = SCHED_FUSED_OPT, .gpus = 1, .recompute = -1, .classifier_chunk = 1024, .cc = "cc", .nvcc = "nvcc",
         .gpu_arch = "sm_80,sm_90", .mpicc = "mpicc", .interconnect = "nvlink",
         .emit = {.target = "cuda", .precision = "fp32"},
     };
@@ -376,57 +627,23 @@ int main(int argc, char **argv)
     if (!ast || diag_count())
         goto done;
 plan_again:   /* --split auto plans each candidate split, then the chosen one */
-    PASS(&o, "build", g = ir_build(ast, &o.build));
+    if (o.emit.budget_bytes && o.recompute < 0 && o.micro_batches == 0 && o.gpus <= 1)   /* with a split: not yet */
+        PASS(&o, "search", g = search(ast, &o));
+    else
+        g = lower(ast, o);
     if (!g)
         goto done;
-    ir_verify(g);
-    g->no_reuse = o.no_reuse;
-    PASS(&o, "autodiff", pass_autodiff(g));
-    if (diag_count())
-        goto done;
-    ir_verify(g);
-    if (!(o.no_fuse & FUSE_BIAS)) {
-        PASS(&o, "fuse", pass_fuse(g));
-        ir_verify(g);
-    }
-    if (!(o.no_fuse & FUSE_ATTENTION)) {
-        PASS(&o, "fuse-att", pass_fuse_attention(g));
-        ir_verify(g);
-    }
-    if (!(o.no_fuse & FUSE_CLASSIFIER) && !strcmp(o.emit.target, "cpu")) {
-        PASS(&o, "fuse-cls", pass_fuse_classifier(g, o.classifier_chunk));
-        ir_verify(g);
-    }
-    if (!strcmp(o.emit.precision, "bf16")) {
-        PASS(&o, "precision", pass_precision(g));
-        ir_verify(g);
-    }
-    if (o.schedule == SCHED_FUSED_OPT) {
-        PASS(&o, "split-upd", pass_split_updates(g));
-        ir_verify(g);
-    }
-    PASS(&o, "split", pass_split(g, &o.split));
-    if (diag_count())
-        goto done;
-    ir_verify(g);
-    PASS(&o, "schedule", pass_schedule(g, o.schedule));
-    if (!strcmp(o.emit.target, "cuda"))
-        pass_workspace(g, (size_t)32 << 20);   /* cuBLASLt + reductions (gc_cuda.h) */
-    ir_verify(g);
-    PASS(&o, "liveness", fill_liveness(g));
-    PASS(&o, "memplan", pass_memplan(g));
-    ir_verify(g);
-    char err[512];
-    PASS(&o, "plancheck", if (plan_check(g, err, sizeof err) != 0) IR_BUG("plan check failed: %s", err));
     if (o.split_auto) {
         int next = driver_split_auto(g, &o);
         if (next < 0)
             goto done;
         if (next) {
             graph_free(g);
+            g = NULL;
             goto plan_again;
         }
     }
+    PASS(&o, "costs", predict(g, &o));
     if (driver_check_budget(g, &o))
         goto done;
     rc = o.emit_kind ? driver_emit(g, &o) : driver_build(g, &o);

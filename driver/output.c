@@ -68,8 +68,8 @@ int driver_check_budget(const Graph *g, const DriverOptions *o)
     char a[32], b[32], p[32], gr[32], os[32], ar[32], rs[32];
     fprintf(stderr,
             "gcompile: error: the plan needs %s per device but --mem is %s "
-            "(params %s + grads %s + optimizer state %s + arena %s + CUDA reserve %s); recompute and "
-            "micro-batching are not implemented yet: lower B or T\n",
+            "(params %s + grads %s + optimizer state %s + arena %s + CUDA reserve %s) with the levers given; "
+            "--recompute auto without --micro-batches searches for a plan that fits\n",
             human_bytes(a, sizeof a, (double)total), human_bytes(b, sizeof b, (double)o->emit.budget_bytes),
             human_bytes(p, sizeof p, (double)g->region_bytes[RG_PARAMS]),
             human_bytes(gr, sizeof gr, (double)g->region_bytes[RG_GRADS]),

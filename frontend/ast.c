@@ -68,7 +68,10 @@ typedef struct Visit { const Expr *e; const Stmt *s; int depth; } Visit;
 
 static void visit_push(Visit **st, int *n, int *cap, Visit v)
 {
-    *st = xgrow(*st, cap, *n + 1, sizeof **st);
+    if (*n == *cap) {       /* a local stack (no pointer into it is held): plain doubling */
+        *cap = *cap ? 2 * *cap : 256;
+        *st = xrealloc(*st, (size_t)*cap * sizeof **st);
+    }
     (*st)[(*n)++] = v;
 }
 

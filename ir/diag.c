@@ -174,8 +174,10 @@ void *xgrow(void *p, int *cap, int need, size_t elem)
         c = c > (1 << 29) ? need : 2 * c;
     *cap = c;
 #else
+    /* exact size, so the next growth moves again; past 4096 elements by
+       doubling (still moving at each doubling), so large arrays stay linear */
     if (need > *cap)
-        *cap = need;        /* exact size: the next growth moves again */
+        *cap = need <= 4096 ? need : (need > 2 * *cap ? need : 2 * *cap);
 #endif
     return xrealloc(p, (size_t)*cap * elem);
 }

@@ -50,7 +50,8 @@ void *xcalloc(size_t n, size_t size);
 void *xrealloc(void *p, size_t n);
 /* Grows array p of *cap elements of elem bytes to hold need (doubling);
  * returns it (it may move: see the growth rule below). Under GC_MOVE_ON_GROW
- * it moves on every call that adds an element. */
+ * it moves on every call that adds an element (past 4096 elements, at every
+ * doubling). */
 void *xgrow(void *p, int *cap, int need, size_t elem);
 char *xstrdup(const char *s);
 char *xasprintf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
@@ -64,8 +65,9 @@ char *xasprintf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
  * g->dims, g->params, g->inputs, g->sched, side tables of passes, AST lists)
  * MOVES when it grows: across a call that can grow it, hold an index, never a
  * pointer. Sanitizer builds (GC_SANITIZE) compile xrealloc to move on every
- * call, so a pointer held across such a growth is a use-after-free that ASan
- * reports on the first test that reaches it, not only at a capacity boundary. */
+ * call (and xgrow on every added element of a small array), so a pointer held
+ * across such a growth is a use-after-free that ASan reports on the first
+ * test that reaches it, not only at a capacity boundary. */
 #define IR_MAX_TENSORS (1 << 22)
 #define IR_MAX_OPS (1 << 22)
 /* Reserves address space for max elements of elem bytes (no memory yet). */
@@ -184,6 +186,8 @@ typedef struct Graph {
     size_t region_lower_bound[RG_COUNT];
     int no_reuse;               /* --no-reuse: every tensor its own storage */
     const char *schedule_name;  /* which schedule was used, for the plan */
+    int micro_batches;          /* the step runs the fwd/bwd ops this many times (0, 1: once);
+                                   passes/microbatch.c */
     /* parallel split (passes/split.c): the plan is one rank's */
     int nranks;                 /* processes the step is split over (1: none) */
     const char *split_name;     /* "dp", "zero1", …; "" when not split */
@@ -241,7 +245,8 @@ int op_param_refresh(const Graph *g, const Op *op);
 #define OP_UPDATE_GROUP_MAX 16
 int op_update_group_len(const Graph *g, int k);
 /* Launches and bytes moved (op_bytes) per step of the schedule, by phase;
- * parameter refreshes are not counted, an update group is one launch. */
+ * parameter refreshes are not counted, an update group is one launch; the fwd, bwd and
+ * recompute ops count once per micro-batch. */
 void graph_step_traffic(const Graph *g, long launches[PH_COUNT], double bytes[PH_COUNT]);
 /* 1 when output 0 of op may take the storage of input i (the kernel is
  * written to allow out == in[i]); never for accumulating outputs. */

@@ -521,10 +521,11 @@ void graph_step_traffic(const Graph *g, long launches[PH_COUNT], double bytes[PH
         const Op *op = &g->ops[g->sched[k]];
         if (op_param_refresh(g, op))
             continue;                   /* not per step */
+        int runs = op->phase == PH_OPT || g->micro_batches <= 1 ? 1 : g->micro_batches;   /* per micro-batch */
         if (is_update(op))              /* one multi-tensor launch per group */
             launches[op->phase] += op_update_group_len(g, k) > 0;
         else
-            launches[op->phase] += op_launches(g, op, ws);
-        bytes[op->phase] += op_bytes(g, op);
+            launches[op->phase] += runs * op_launches(g, op, ws);
+        bytes[op->phase] += runs * op_bytes(g, op);
     }
 }

@@ -72,12 +72,69 @@ void pass_fuse_classifier(Graph *g, long rows);
  * the start of the step. Run after autodiff, before schedule. */
 void pass_precision(Graph *g);
 
+/* ---------------------------------------------------------------- microbatch.c */
+/* Gradient accumulation: the graph was built with B/k rows; the step runs k
+ * micro-batches (g->micro_batches = k) and one optimizer update. Scales the
+ * loss seed by 1/k. No-op for k <= 1. Run after autodiff, before schedule. */
+void pass_micro_batches(Graph *g, int k);
+
 /* ---------------------------------------------------------------- split_updates.c */
 /* For the fused-opt schedule: a layer-stacked parameter's gradient root is
  * split into one root per layer slice, and its AdamW update into one update
  * per slice, so each layer's gradient dies at its own update. */
 void pass_split_updates(Graph *g);
 
+/* ---------------------------------------------------------------- recompute.c */
+typedef enum RecomputeChoice {
+    RC_NONE,          /* keep the layer's activations for the backward */
+    RC_SELECTIVE,     /* recompute its cheap ops and attention's batched matmuls */
+    RC_FULL           /* keep only the layer's input; recompute the rest */
+} RecomputeChoice;
+/* Clones the chosen forward ops of each layer l < nlayers (choice[l]) as ops
+ * of phase recompute that the backward reads instead of the originals, so
+ * the originals die at their last forward use. Bit-identical results. Run
+ * after autodiff, fuse, precision, split_updates; before schedule. */
+void pass_recompute(Graph *g, const RecomputeChoice *choice, int nlayers);
+/* 1 + the largest op->layer (0 when the graph has no layers). */
+int graph_layers(const Graph *g);
+/* 1 when op is cheap to recompute: few FLOPs per output element (elementwise,
+ * normalisation, softmax, permute) or a batched (attention) matmul. */
+int rc_cheap(const Graph *g, const Op *op);
+
+/* ---------------------------------------------------------------- costs.c */
+/* A device the cost model predicts for (--device NAME). */
+typedef struct DeviceProfile {
+    const char *name;        /* "a100-80g" */
+    const char *desc;
+    double mm_flops[2];      /* matmul peak FLOP/s: [0] fp32, [1] bf16 operands */
+    double tf32_flops;       /* fp32 matmuls on TF32 tensor cores (the CUDA target's default) */
+    double ew_flops;         /* peak FLOP/s of everything else */
+    double bandwidth;        /* memory bytes/s */
+    double mem_bytes;        /* device memory */
+    double reserve_bytes;    /* held back when --device implies --mem */
+    double launch_s;         /* fixed seconds per kernel */
+    double mm_eff;           /* a large matmul's fraction of the peak */
+    double mm_half;          /* a matmul dimension of this size halves the efficiency */
+} DeviceProfile;
+/* The profile called name (see device_profile_names), NULL when unknown. */
+const DeviceProfile *device_profile(const char *name);
+const char *device_profile_names(void);
+/* Memory a plan may use on d: its memory less the reserve. */
+double device_mem_budget(const DeviceProfile *d);
+/* Predicted seconds of one execution of op on d: max(FLOPs / (peak * eff),
+ * bytes / bandwidth) + launch; eff falls with small matmul dimensions. */
+double op_cost(const Graph *g, const Op *op, const DeviceProfile *d);
+typedef struct StepCost {
+    double seconds;          /* predicted step time */
+    double flops;            /* model FLOPs per step (micro-batches included) */
+    double recompute_flops;  /* FLOPs of the recompute ops per step */
+    double peak_flops;       /* the matmul peak MFU is measured against */
+    double mfu;              /* flops / seconds / peak_flops */
+} StepCost;
+/* The predicted step of the scheduled graph g on d (fwd, bwd and recompute
+ * ops once per micro-batch); per_op[op id] (may be NULL) gets each op's cost.
+ * An analysis: changes nothing. Needs pass_schedule. */
+StepCost fill_costs(const Graph *g, const DeviceProfile *d, double *per_op);
 /* ---------------------------------------------------------------- split.c */
 typedef enum SplitKind { SPLIT_NONE, SPLIT_DP, SPLIT_ZERO1, SPLIT_ZERO2, SPLIT_ZERO3, SPLIT_TP, SPLIT_AUTO } SplitKind;
 typedef struct SplitSpec {

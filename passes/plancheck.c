@@ -17,7 +17,9 @@
  *      intersect, except a child and its in-place parent at the handover step
  *      (with --no-reuse: no two arena roots overlap at all);
  *   6. each region's lower bound, recomputed (docs/plan.md), equals
- *      g->region_lower_bound[] and is <= the region's size.
+ *      g->region_lower_bound[] and is <= the region's size;
+ *   7. with micro-batches, no parameter gradient lies in the arena (they
+ *      accumulate across the runs of the step).
  */
 #include <stdarg.h>
 #include <stdio.h>
@@ -351,12 +353,28 @@ static int check_bounds(const Graph *g, int *head, Event *ev, char *err, size_t 
     return 0;
 }
 
+/* 7: with micro-batches the step's fwd/bwd ops run several times and
+ * parameter gradients accumulate across the runs, so no parameter gradient
+ * may live in the (reused) arena. */
+static int check_micro(const Graph *g, char *err, size_t errlen)
+{
+    if (g->micro_batches <= 1)
+        return 0;
+    for (int i = 0; i < g->nt; i++) {
+        const Tensor *t = &g->t[i];
+        if (t->kind == TK_GRAD && t->region == RG_ARENA)
+            return fail(err, errlen, "gradient %s is in the arena, but %d micro-batches accumulate into it",
+                        t->name, g->micro_batches);
+    }
+    return 0;
+}
+
 int plan_check(const Graph *g, char *err, size_t errlen)
 {
     if (err && errlen)
         err[0] = 0;
     if (check_places(g, err, errlen) || check_intervals(g, err, errlen) ||
-        check_first_writes(g, err, errlen) || check_inplace(g, err, errlen))
+        check_first_writes(g, err, errlen) || check_inplace(g, err, errlen) || check_micro(g, err, errlen))
         return -1;
     size_t n = (size_t)g->nt + 1;
     Item *items = malloc(n * sizeof *items);

@@ -1,17 +1,23 @@
 /* schedule.c — the final op order.
  *
  * plain:     forward ops, backward ops, then every optimizer update, each in
- *            creation order (creation order is a valid topological order);
- *            collectives (phase comm) as soon as their inputs are ready.
+ *            creation order (creation order is a valid topological order).
+ *            Recompute ops (created last) are ordered as if they had the id
+ *            of the first op that reads them: each runs just before the
+ *            backward needs it. Collectives (phase comm) run as soon as
+ *            their inputs are ready.
  * fused-opt: forward and backward as above, but each parameter's AdamW update
  *            runs right after the last op that touches the parameter (its
  *            bf16 copy too) or its gradient. A gradient then dies at its
  *            update, so parameter gradients move from the persistent grads
  *            region into the arena, where the planner overlaps them: they
- *            never all coexist. The updates of one layer (op->layer, set by
- *            split_updates) wait for the layer's last such op and run
+ *            never all coexist (not with micro-batches, which accumulate
+ *            gradients across steps). The updates of one layer (op->layer,
+ *            set by split_updates) wait for the layer's last such op and run
  *            together, as one multi-tensor launch (op_update_group_len).
  */
+#include <limits.h>
+
 #include "passes.h"
 
 /* last[k]: position in order[0..n) of the last op that touches the bytes of
@@ -93,6 +99,41 @@ static void add_edge(Deps *d, int a, int b)
     d->indeg[b]++;
 }
 
+/* The order key of each op: its id, but a recompute op takes the smallest
+ * key of the ops that read its outputs (transitively), so it runs right
+ * before the first op that needs it rather than whenever nothing else is
+ * ready. */
+static int *recompute_priorities(const Graph *g, const int *ops, int n, const char *member)
+{
+    int *prio = xmalloc((size_t)g->nops * sizeof(int)), any = 0;
+    for (int o = 0; o < g->nops; o++) {
+        prio[o] = g->ops[o].phase == PH_RECOMPUTE && member[o] ? g->nops : o;
+        any |= prio[o] == g->nops;
+    }
+    for (int changed = 1; changed;) {
+        changed = 0;
+        for (int k = 0; k < n; k++) {
+            const Op *op = &g->ops[ops[k]];
+            for (int i = 0; i < op->nin; i++) {
+                int p = g->t[graph_root(g, op->in[i], NULL)].producer;
+                if (p >= 0 && member[p] && g->ops[p].phase == PH_RECOMPUTE && prio[op->id] < prio[p]) {
+                    prio[p] = prio[op->id];
+                    changed = 1;
+                }
+            }
+        }
+    }
+    for (int k = 0; k < n; k++)
+        if (prio[ops[k]] == g->nops)   /* read by nothing scheduled */
+            prio[ops[k]] = ops[k];
+    /* with recompute ops, forward ops (some made by fusion, with large ids)
+     * all come first: bit 30 ranks the others after them */
+    for (int k = 0; any && k < n; k++)
+        if (g->ops[ops[k]].phase != PH_FWD)
+            prio[ops[k]] |= 1 << 30;
+    return prio;
+}
+
 /* Orders ops[0..n) (ids, ascending) topologically; writes the order to out. */
 static void topo_order(const Graph *g, const int *ops, int n, int *out)
 {
@@ -130,27 +171,30 @@ static void topo_order(const Graph *g, const int *ops, int n, int *out)
             last_w[r] = op->id;
         }
     }
-    /* Kahn's algorithm, smallest ready key first (a binary heap of ids). The
-     * key of an op is 2·id; a collective that reduces (phase comm) gets
-     * 2·(id - nops), so it runs as soon as its inputs are ready and can
-     * overlap the compute after it; a gather (ZeRO-3) gets 2·c - 1 for its
-     * first reader c, so it runs just before that reader needs it. */
-    long *key = xmalloc((size_t)g->nops * sizeof(long));
+    /* Kahn's algorithm, smallest ready key first (a binary heap of ids).
+     * An op's key is (priority, id) as prio·M + 2·id, the priority from
+     * recompute_priorities (its own id unless it is a recompute op); a
+     * collective that reduces (phase comm) gets 2·(id - nops) < 0, so it
+     * runs as soon as its inputs are ready and can overlap the compute after
+     * it; a gather (ZeRO-3) gets its first reader's key - 1, so it runs just
+     * before that reader needs it. */
+    char *member = xcalloc((size_t)g->nops, 1);
+    for (int k = 0; k < n; k++)
+        member[ops[k]] = 1;
+    int *prio = recompute_priorities(g, ops, n, member);
+    long M = 2L * g->nops + 2, *key = xmalloc((size_t)g->nops * sizeof(long));
     for (int o = 0; o < g->nops; o++)
-        key[o] = g->ops[o].kind == OP_GATHER ? 2L * g->nops
-               : g->ops[o].phase == PH_COMM ? 2L * (o - g->nops) : 2L * o;
+        key[o] = g->ops[o].kind == OP_GATHER ? LONG_MAX
+               : g->ops[o].phase == PH_COMM ? 2L * (o - g->nops) : (long)prio[o] * M + 2L * o;
     for (int k = 0; k < n; k++) {
         const Op *op = &g->ops[ops[k]];
         for (int i = 0; i < op->nin; i++) {
             int w = g->t[graph_root(g, op->in[i], NULL)].producer;
-            if (w >= 0 && g->ops[w].kind == OP_GATHER && 2L * op->id - 1 < key[w])
-                key[w] = 2L * op->id - 1;
+            if (w >= 0 && g->ops[w].kind == OP_GATHER && key[op->id] - 1 < key[w])
+                key[w] = key[op->id] - 1;
         }
     }
     int *heap = xmalloc((size_t)(n + 1) * sizeof(int)), nh = 0, nout = 0;
-    char *member = xcalloc((size_t)g->nops, 1);
-    for (int k = 0; k < n; k++)
-        member[ops[k]] = 1;
 #define PUSH(x) do { int i_ = nh++; heap[i_] = (x); \
         while (i_ && key[heap[(i_ - 1) / 2]] > key[heap[i_]]) { int p_ = (i_ - 1) / 2, t_ = heap[p_]; \
             heap[p_] = heap[i_]; heap[i_] = t_; i_ = p_; } } while (0)
@@ -182,6 +226,7 @@ static void topo_order(const Graph *g, const int *ops, int n, int *out)
     free(nreaders);
     free(last_w);
     free(heap);
+    free(prio);
     free(member);
     free(d.head);
     free(d.indeg);
@@ -202,6 +247,7 @@ void pass_schedule(Graph *g, ScheduleKind kind)
     int *opt = xmalloc((size_t)g->nops * sizeof(int)), nopt = 0;
     for (int o = 0; o < g->nops; o++)
         if (!g->ops[o].dead && (g->ops[o].phase == PH_FWD || g->ops[o].phase == PH_BWD ||
+                                g->ops[o].phase == PH_RECOMPUTE ||
                                 (g->ops[o].phase == PH_COMM && !after_update(&g->ops[o]))))
             fb[nfb++] = o;
     int *ordered = xmalloc((size_t)(nfb ? nfb : 1) * sizeof(int));
@@ -259,7 +305,8 @@ void pass_schedule(Graph *g, ScheduleKind kind)
         free(next);
         free(last);
         g->schedule_name = "fused-opt";
-        for (int t = 0; t < g->nt && !g->grads_persist; t++)   /* gradients (and their views) */
+        for (int t = 0; t < g->nt && g->micro_batches <= 1 && !g->grads_persist; t++)   /* gradients (and their
+                                                  views); accumulated over micro-batches, they stay */
             if (g->t[t].region == RG_GRADS)
                 g->t[t].region = RG_ARENA;
     }

@@ -7,6 +7,7 @@
  * update, and the planner overlaps the layers' gradients instead of keeping
  * all of them (the fused-opt schedule places each update right after its
  * slice's last use). Gradient roots that ops also use whole stay as they are.
+ * Nothing with micro-batches (their gradients stay in the grads region).
  * Each slice's update gets `layer` = its slice index, so the schedule and
  * codegen can run one layer's updates as one multi-tensor launch; an
  * adamw_bf16's bf16 copy is sliced the same way.
@@ -101,6 +102,8 @@ static void split_param(Graph *g, int p, int adamw)
 
 void pass_split_updates(Graph *g)
 {
+    if (g->micro_batches > 1)   /* gradients accumulate in the grads region: nothing to gain */
+        return;
     int nops = g->nops;
     for (int o = 0; o < nops; o++)
         if (g->ops[o].kind == OP_ADAMW || g->ops[o].kind == OP_ADAMW_BF16)

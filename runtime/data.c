@@ -146,6 +146,57 @@ int gcrt_shard_open(gcrt_shard *s, const char *path, long need, long V, char *er
     return rc;
 }
 
+static int ends_with(const char *s, const char *suffix)
+{
+    size_t n = strlen(s), k = strlen(suffix);
+    return n >= k && !strcmp(s + n - k, suffix);
+}
+
+int gcrt_shard_peek(const char *path, long need, long V, long *ntok, int *text, char *err, size_t errlen)
+{
+    long long size;
+    unsigned char h[GCRT_HEADER_BYTES];
+    FILE *f = open_sized(path, &size, err, errlen);
+    if (!f)
+        return -1;
+    size_t got = fread(h, 1, sizeof h, f);
+    fclose(f);
+    *text = !(got >= 4 && rd_i32(h) == GCRT_SHARD_MAGIC) && !ends_with(path, ".bin");
+    if (*text) {
+        *ntok = (long)size;
+        if (V < 256)
+            return fail(err, errlen, "%s: offset 0: not a token shard (no magic %d), and this program's V = %ld is "
+                        "too small to read it as byte-level text (needs V >= 256)", path, GCRT_SHARD_MAGIC, V);
+        if (size < need)
+            return fail(err, errlen, "%s: offset %lld: %lld bytes of text (byte-level tokens), need at least "
+                        "B*T+1 = %ld", path, size, size, need);
+        return 0;
+    }
+    if (size < GCRT_HEADER_BYTES)
+        return fail(err, errlen, "%s: offset %lld: file ends after %lld bytes, inside the %d-byte header",
+                    path, size, size, GCRT_HEADER_BYTES);
+    *ntok = rd_i32(h + 8);
+    return check_shard_header(h, size, need, path, err, errlen);
+}
+
+int gcrt_shard_load(gcrt_shard *s, const char *path, int text, long need, long V, char *err, size_t errlen)
+{
+    if (!text)
+        return gcrt_shard_open(s, path, need, V, err, errlen);
+    long long size;
+    FILE *f = open_sized(path, &size, err, errlen);
+    if (!f)
+        return -1;
+    char *buf = malloc((size_t)size + 1);
+    int rc = buf ? read_exact(f, buf, (size_t)size, path, 0, err, errlen)
+                 : fail(err, errlen, "%s: cannot allocate %lld bytes", path, size);
+    fclose(f);
+    if (rc == 0)
+        rc = gcrt_shard_from_text(s, path, buf, (size_t)size, need, V, err, errlen);
+    free(buf);
+    return rc;
+}
+
 int gcrt_shard_from_text(gcrt_shard *s, const char *name, const char *text, size_t len,
                          long need, long V, char *err, size_t errlen)
 {

@@ -22,7 +22,7 @@ enum {
     OPT_STEPS, OPT_LR, OPT_BETA1, OPT_BETA2, OPT_EPS, OPT_WD, OPT_SEED, OPT_LOG,
     OPT_THREADS, OPT_SAMPLE, OPT_PROFILE, OPT_GRADCHECK, OPT_GC_TOL, OPT_GC_H, OPT_HELP, OPT_VERSION,
     OPT_SAVE_EVERY, OPT_CKPT_DIR, OPT_RESUME, OPT_KEEP, OPT_WARMUP, OPT_LR_SCHEDULE, OPT_LR_FINAL_FRAC,
-    OPT_GRAD_CLIP, OPT_SKIP_NONFINITE
+    OPT_GRAD_CLIP, OPT_SKIP_NONFINITE, OPT_SHUFFLE, OPT_NO_PREFETCH
 };
 
 static const struct option long_opts[] = {
@@ -55,6 +55,8 @@ static const struct option long_opts[] = {
     {"lr-final-frac", required_argument, 0, OPT_LR_FINAL_FRAC},
     {"grad-clip", required_argument, 0, OPT_GRAD_CLIP},
     {"skip-nonfinite", no_argument, 0, OPT_SKIP_NONFINITE},
+    {"shuffle", no_argument, 0, OPT_SHUFFLE},
+    {"no-prefetch", no_argument, 0, OPT_NO_PREFETCH},
     {"help", no_argument, 0, OPT_HELP},
     {"version", no_argument, 0, OPT_VERSION},
     {0, 0, 0, 0},
@@ -77,7 +79,14 @@ static void print_help(const char *argv0, const gc_program *p)
     printf("usage: %s [flags]\n"
            "Trains the graph %s (config %s, target %s) compiled by gcompile.\n\n",
            argv0, p->graph_file, p->config && *p->config ? p->config : "-", p->target);
-    printf("  --data FILE          token shard to train on (default: the built-in byte-level corpus)\n"
+    printf("  --data FILE|'GLOB'   what to train on: a token shard, a glob of shards in name order\n"
+           "                       ('dir/train_*.bin', quoted), or plain text files whose bytes are the\n"
+           "                       tokens (any name not ending in .bin without the shard magic; V >= 256)\n"
+           "                       (default: the built-in byte-level corpus)\n"
+           "  --shuffle            each epoch, a new seeded order of shards and of batches within each\n"
+           "                       shard (llm.c's shuffling; default: files and batches in order)\n"
+           "  --no-prefetch        prepare each batch on the main thread (default: a prefetch thread\n"
+           "                       prepares the next batch while the step runs)\n"
            "  --val-data FILE      token shard for validation (default: none)\n"
            "  --val-every N        validate every N steps (default 0: only after the last step)\n"
            "  --val-batches N      batches per validation (default %d, or fewer if the shard holds fewer)\n"
@@ -241,6 +250,8 @@ static int apply_flag(gcrt_options *o, int code, const char *arg)
         return o->lr_final_frac > 1 ? gcrt_errorf("--lr-final-frac: bad value '%s' (expected a number in [0, 1])", arg) : 0;
     case OPT_GRAD_CLIP: return parse_num(code, arg, NUM_NONNEG, &o->grad_clip);
     case OPT_SKIP_NONFINITE: o->skip_nonfinite = 1; return 0;
+    case OPT_SHUFFLE: o->shuffle = 1; return 0;
+    case OPT_NO_PREFETCH: o->no_prefetch = 1; return 0;
     case OPT_GRADCHECK: return arg ? parse_long(code, arg, 1, 1000000, &o->gradcheck)
                                    : (o->gradcheck = DEFAULT_GRADCHECK, 0);
     case OPT_LR: return parse_float(code, arg, NUM_NONNEG, &o->lr);

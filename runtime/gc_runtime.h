@@ -227,6 +227,8 @@ typedef struct gc_ctx {
     void *user;                  /* target-specific (CUDA stream, handles) */
     double *prof;                /* --profile: seconds per profile category, else NULL */
     double prof_t0;              /* time of the last gc_prof_mark */
+    int micro;                   /* micro-batch of this run of the step, 0-based: parameter
+                                    gradients accumulate when > 0 */
     int rank, nranks;            /* this process in the group (0 of 1 when not split) */
 } gc_ctx;
 
@@ -281,6 +283,10 @@ typedef struct gc_program {
      * (--ckpt-dir) written by one program resumes only in a program with
      * the same hash */
     unsigned long long state_hash;
+    /* gradient accumulation: a step is micro_batches runs of fwd+bwd on B
+     * rows each (B is the micro-batch), the optimizer with the last one;
+     * 0 or 1: one run */
+    int micro_batches;
 } gc_program;
 
 /* The emitted program's main(): parses flags (--help lists them), allocates

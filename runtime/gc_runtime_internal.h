@@ -110,6 +110,13 @@ int gcrt_shard_open(gcrt_shard *s, const char *path, long need, long V,
 /* A shard whose tokens are the bytes of text (byte-level vocabulary). */
 int gcrt_shard_from_text(gcrt_shard *s, const char *name, const char *text, size_t len,
                          long need, long V, char *err, size_t errlen);
+/* What a --data file is, from its header only: a token shard (its header
+ * checked, *ntok from it), or, when it lacks the shard magic and its name
+ * does not end in .bin, plain text whose bytes are the tokens (*text = 1,
+ * *ntok = its size; needs V >= 256). */
+int gcrt_shard_peek(const char *path, long need, long V, long *ntok, int *text, char *err, size_t errlen);
+/* Reads and validates a shard or (text) a plain-text file as one. */
+int gcrt_shard_load(gcrt_shard *s, const char *path, int text, long need, long V, char *err, size_t errlen);
 /* The batch at the current position: inputs = tok[pos, pos+BT), targets the
  * same shifted by one; then advance by BT, back to 0 when the next batch
  * would run past the end. */
@@ -209,6 +216,7 @@ typedef struct {
     int lr_schedule;                 /* GCRT_LR_* */
     double lr_final_frac, grad_clip; /* --lr-final-frac, --grad-clip (0: off) */
     int skip_nonfinite;
+    int shuffle, no_prefetch;        /* --shuffle, --no-prefetch */
     int profile;
     unsigned long long seed;
     float lr, beta1, beta2, eps, wd;
@@ -232,7 +240,9 @@ typedef struct {
     gc_ctx ctx;
     float *params;                 /* host copy of the params region */
     int32_t *inputs, *targets;     /* host batch, B*T each */
-    gcrt_shard train, val;
+    struct gcrt_loader *loader;    /* the training data (loader.c) */
+    long long data_epoch, data_k;  /* position of the next training batch */
+    gcrt_shard val;
     int have_val;
     FILE *log;
     double *prof;                  /* --profile: seconds per category over steps 2.. */
@@ -258,8 +268,14 @@ float gcrt_mean_loss(gcrt_run *st, float loss);
 void gcrt_upload_shards(gcrt_run *st);
 int gcrt_download_shards(gcrt_run *st);
 
-/* The host batch (inputs, targets) into the arena's tokens and targets. */
+/* Micro-batches per step (gc_program.micro_batches, at least 1). */
+int gcrt_micro_batches(const gc_program *p);
+/* The host batch's first micro-batch (all of it when there is one) into the
+ * arena's tokens and targets. */
 void gcrt_upload_batch(gcrt_run *st);
+/* The given phases on the host batch: one run per micro-batch, each on its
+ * rows, the optimizer only with the last; returns the mean loss. */
+float gcrt_run_step(gcrt_run *st, int phases);
 /* Waits for the device and returns the loss the step left in the arena. */
 float gcrt_read_loss(gcrt_run *st);
 /* Next batch of sh, then the given phases (GC_PHASE_*); returns the loss. */
@@ -278,6 +294,8 @@ typedef struct {
     double gnorm;        /* global gradient norm, NAN when the program has no grads region */
     double val;          /* validation loss, NAN when none */
     int skipped;         /* --skip-nonfinite skipped this step's update */
+    int shard;           /* the batch: shard index (glob order) and batch within it */
+    long batch;
 } gcrt_step_info;
 
 /* The progress line of one step and its JSONL record. */
@@ -297,10 +315,21 @@ float gcrt_lr_at(const gcrt_options *o, long step);
 float gcrt_clip_scale(double norm, double clip);
 
 /* ---------------------------------------------------------------- loader.c */
-/* Opens --data (or the built-in corpus) and --val-data; 0 or exit status 1. */
+typedef struct gcrt_loader gcrt_loader;
+/* Opens --data (one file, a glob of shards or text files, or the built-in
+ * corpus; headers only) and --val-data; 0 or exit status 1. */
 int gcrt_data_open(gcrt_run *st);
-/* The next training batch into st->inputs and st->targets. */
-void gcrt_data_next(gcrt_run *st);
+/* Prepares the first batch (from the position a resume set) and starts the
+ * prefetch thread unless --no-prefetch; 0 or exit status 1. */
+int gcrt_data_start(gcrt_run *st);
+/* The next training batch into st->inputs and st->targets, the shard and
+ * batch it came from; the next one is then prepared (by the prefetch
+ * thread while the step runs). 0, or exit status 1 when a shard could not
+ * be read. */
+int gcrt_data_next(gcrt_run *st, int *shard, long *batch);
+/* Milliseconds spent preparing batches so far (on whichever thread). */
+double gcrt_data_prep_ms(const gcrt_run *st);
+void gcrt_data_close(gcrt_run *st);
 /* Where the training stream stands, into s (data_epoch, data_pos, data_rng). */
 void gcrt_data_position(const gcrt_run *st, gcrt_state *s);
 /* Continues the stream from a checkpoint's position; 0 or exit status 1. */

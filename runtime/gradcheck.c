@@ -58,9 +58,7 @@ static double loss_at(gcrt_run *st, long k, float v)
 {
     gc_device_upload(st->ctx.region[GC_REGION_PARAMS] + (size_t)k * 4, &v, 4);
     st->prog->run(&st->ctx, GC_PHASE_PARAMS);
-    gcrt_upload_batch(st);
-    st->prog->run(&st->ctx, GC_PHASE_FWD);
-    return gcrt_read_loss(st);
+    return gcrt_run_step(st, GC_PHASE_FWD);
 }
 
 /* Central difference with the step the float parameter really took; the
@@ -112,7 +110,13 @@ int gcrt_gradcheck(gcrt_run *st)
     check *c = malloc((size_t)n * sizeof *c);
     gcrt_rng r;
     gcrt_rng_seed(&r, st->o.seed, GCRT_STREAM_GRADCHECK);
-    double loss = gcrt_run_batch(st, &st->train, GC_PHASE_FWD | GC_PHASE_BWD);
+    int shard;
+    long batch;
+    if (gcrt_data_start(st) || gcrt_data_next(st, &shard, &batch)) {
+        free(g), free(c);
+        return 1;
+    }
+    double loss = gcrt_run_step(st, GC_PHASE_FWD | GC_PHASE_BWD);   /* every micro-batch's gradient */
     if (g && N)
         gc_device_download(g, st->ctx.region[GC_REGION_GRADS], (size_t)N * 4);   /* fp32 in both precisions */
     if (!g || !c || !isfinite(loss) || pick_elements(c, n, p, g, &r) != 0) {

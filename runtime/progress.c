@@ -104,6 +104,9 @@ void gcrt_print_header(const gc_program *p)
     for (int i = 0; i < 8; i++)
         if (dims[i])
             printf(" %s=%ld", names[i], dims[i]);
+    if (gcrt_micro_batches(p) > 1)
+        printf(" | %d micro-batches of B rows per step (batch %ld rows)", gcrt_micro_batches(p),
+               p->B * gcrt_micro_batches(p));
     printf("\nparameters: %s in %d tensors\n", grouped(p->nparam_elems, b1, sizeof b1), p->nparams);
     printf("plan: %s\n", p->plan_summary ? p->plan_summary : "-");
     if (p->nranks > 1)
@@ -140,6 +143,7 @@ void gcrt_report_step(gcrt_run *st, const gcrt_step_info *si)
                             : fprintf(st->log, ",\"grad_norm\":\"%s\"", isnan(si->gnorm) ? "nan" : "inf");
     if (!isnan(si->val))
         fprintf(st->log, ",\"val_loss\":%.9g", si->val);
+    fprintf(st->log, ",\"shard\":%d,\"batch\":%ld", si->shard, si->batch);
     if (si->skipped)
         fprintf(st->log, ",\"skipped\":true,\"skipped_total\":%lld", st->skipped);
     fputs("}\n", st->log);

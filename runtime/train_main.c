@@ -189,7 +189,7 @@ static void release(gcrt_run *st)
     for (int r = 0; r < GC_NREGIONS; r++)
         if (st->ctx.region[r])
             gc_device_free(st->ctx.region[r]);
-    gcrt_shard_close(&st->train);
+    gcrt_data_close(st);
     gcrt_shard_close(&st->val);
     if (st->log)
         fclose(st->log);
@@ -202,13 +202,18 @@ static void release(gcrt_run *st)
 
 /* ---------------------------------------------------------------- one step */
 
-void gcrt_upload_batch(gcrt_run *st)
+int gcrt_micro_batches(const gc_program *p) { return p->micro_batches > 1 ? p->micro_batches : 1; }
+
+/* Micro-batch k's rows of the host batch into the arena. */
+static void upload_micro(gcrt_run *st, int k)
 {
     char *arena = st->ctx.region[GC_REGION_ARENA];
-    size_t bytes = (size_t)st->BT * sizeof(int32_t);
-    gc_device_upload(arena + st->prog->tokens_off, st->inputs, bytes);
-    gc_device_upload(arena + st->prog->targets_off, st->targets, bytes);
+    size_t n = (size_t)(st->BT / gcrt_micro_batches(st->prog)), bytes = n * sizeof(int32_t);
+    gc_device_upload(arena + st->prog->tokens_off, st->inputs + (size_t)k * n, bytes);
+    gc_device_upload(arena + st->prog->targets_off, st->targets + (size_t)k * n, bytes);
 }
+
+void gcrt_upload_batch(gcrt_run *st) { upload_micro(st, 0); }
 
 float gcrt_read_loss(gcrt_run *st)
 {
@@ -216,6 +221,26 @@ float gcrt_read_loss(gcrt_run *st)
     gc_device_sync();
     gc_device_download(&loss, st->ctx.region[GC_REGION_ARENA] + st->prog->loss_off, sizeof loss);
     return loss;
+}
+
+float gcrt_run_step(gcrt_run *st, int phases)
+{
+    int K = gcrt_micro_batches(st->prog);
+    if (K == 1) {
+        upload_micro(st, 0);
+        st->ctx.micro = 0;
+        st->prog->run(&st->ctx, phases);
+        return gcrt_read_loss(st);
+    }
+    double sum = 0;
+    for (int k = 0; k < K; k++) {
+        upload_micro(st, k);
+        st->ctx.micro = k;
+        st->prog->run(&st->ctx, k == K - 1 ? phases : phases & ~GC_PHASE_OPT);
+        sum += gcrt_read_loss(st);
+    }
+    st->ctx.micro = 0;
+    return (float)(sum / K);
 }
 
 /* Next batch of sh (this rank's rows of it), then the given phases; returns
@@ -226,9 +251,7 @@ float gcrt_run_batch(gcrt_run *st, gcrt_shard *sh, int phases)
         gcrt_shard_next_rank(sh, st->inputs, st->targets, st->BT, st->ctx.rank, st->ctx.nranks);
     else
         gcrt_shard_next(sh, st->inputs, st->targets, st->BT);
-    gcrt_upload_batch(st);
-    st->prog->run(&st->ctx, phases);
-    return gcrt_mean_loss(st, gcrt_read_loss(st));
+    return gcrt_mean_loss(st, gcrt_run_step(st, phases));
 }
 
 /* Mean forward loss over the first --val-batches batches of the val shard. */
@@ -290,13 +313,11 @@ static void run_step(gcrt_run *st, gcrt_step_info *si)
     si->gnorm = NAN;
     si->skipped = 0;
     if (st->ctx.nranks > 1) {      /* split programs: the loss is the mean over ranks */
-        p->run(&st->ctx, GC_PHASE_FWD | GC_PHASE_BWD | GC_PHASE_OPT);
-        si->loss = gcrt_mean_loss(st, gcrt_read_loss(st));
+        si->loss = gcrt_mean_loss(st, gcrt_run_step(st, GC_PHASE_FWD | GC_PHASE_BWD | GC_PHASE_OPT));
         return;
     }
-    if (has_grads(p)) {
-        p->run(&st->ctx, GC_PHASE_FWD | GC_PHASE_BWD);
-        si->loss = gcrt_read_loss(st);
+    if (has_grads(p)) {   /* also every program with micro-batches */
+        si->loss = gcrt_run_step(st, GC_PHASE_FWD | GC_PHASE_BWD);
         si->gnorm = sqrt(gc_device_sumsq(grads, p->nparam_elems));
         if (st->o.skip_nonfinite && !(isfinite(si->loss) && isfinite(si->gnorm))) {
             si->skipped = 1;
@@ -310,8 +331,7 @@ static void run_step(gcrt_run *st, gcrt_step_info *si)
         return;
     }
     if (st->o.skip_nonfinite) {
-        p->run(&st->ctx, GC_PHASE_FWD);
-        si->loss = gcrt_read_loss(st);
+        si->loss = gcrt_run_step(st, GC_PHASE_FWD);   /* one micro-batch: the whole batch stays uploaded */
         if (!isfinite(si->loss)) {
             si->skipped = 1;
             return;
@@ -320,8 +340,7 @@ static void run_step(gcrt_run *st, gcrt_step_info *si)
         gc_device_sync();
         return;
     }
-    p->run(&st->ctx, GC_PHASE_FWD | GC_PHASE_BWD | GC_PHASE_OPT);
-    si->loss = gcrt_read_loss(st);
+    si->loss = gcrt_run_step(st, GC_PHASE_FWD | GC_PHASE_BWD | GC_PHASE_OPT);
 }
 
 /* A non-finite loss or gradient norm without --skip-nonfinite: the run stops. */
@@ -348,6 +367,8 @@ static int train(gcrt_run *st, int *stopped)
     if (st->o.profile && st->prog->nprof > 0 &&
         !(st->prof = calloc((size_t)st->prog->nprof, sizeof *st->prof)))
         return gcrt_errorf("--profile: out of memory");
+    if (gcrt_data_start(st))
+        return 1;
     catch_stop_signals();
     for (long step = st->first_step; step <= st->o.steps; step++) {
         double t0 = gcrt_now_ms();
@@ -355,8 +376,8 @@ static int train(gcrt_run *st, int *stopped)
         st->ctx.t = (int)step;
         st->ctx.lr = (float)si.lr;
         st->ctx.prof = st->prof;
-        gcrt_data_next(st);
-        gcrt_upload_batch(st);
+        if (gcrt_data_next(st, &si.shard, &si.batch))
+            return 1;
         run_step(st, &si);
         si.ms = gcrt_now_ms() - t0;
         st->ctx.prof = NULL;
@@ -388,8 +409,13 @@ static int train(gcrt_run *st, int *stopped)
         if (timed > 1)
             printf(" (mean over steps %ld..)", st->first_step + 1);
         putchar('\n');
-        if (st->prof)
+        if (st->prof) {
             gcrt_print_profile(st, timed, mean);
+            long n = st->o.steps - st->first_step + 1;
+            printf("data: %.3f ms/step preparing batches, %s\n", gcrt_data_prep_ms(st) / (double)(n > 0 ? n : 1),
+                   st->o.no_prefetch ? "on the main thread (--no-prefetch): inside ms/step"
+                                     : "on the prefetch thread while the step runs: not inside ms/step");
+        }
     } else if (st->have_val && st->first_step == 1) {
         double val;
         if (validate(st, &val))
@@ -445,7 +471,7 @@ int gc_main(int argc, char **argv, const gc_program *prog)
     if (rc == 0)
         rc = gcrt_parse_flags(&st.o, argc, argv, prog);
     if (rc == GCRT_PARSE_RUN) {
-        st.BT = prog->B * prog->T;
+        st.BT = prog->B * prog->T * gcrt_micro_batches(prog);   /* B: the micro-batch's rows */
         st.first_step = 1;
         rc = run_program(&st);
     }

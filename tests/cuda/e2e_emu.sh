@@ -1,21 +1,22 @@
 #!/bin/sh
-# e2e_emu.sh GCOMPILE GRAPH CXX ROOT HOSTLIB BLAS CBLAS_INC WORKDIR [STEPS [PRECISION [TOL]]]
+# e2e_emu.sh GCOMPILE GRAPH CXX ROOT HOSTLIB BLAS CBLAS_INC WORKDIR [STEPS [PRECISION [TOL [FLAGS]]]]
 # The CUDA program gcompile emits (--target cuda, config tiny), compiled as
 # C++ against the SIMT emulator (tests/cuda/shim) with the CUDA runtime, trains
 # STEPS steps on the CPU; its losses must match the CPU target's (fp32) within
 # TOL (relative; default 1e-4 for fp32, 2e-2 absolute-ish for bf16). Exercises the CUDA code generator and kernels_cuda.cu end to end
 # without a GPU. Then 2 steps with --profile: the same losses and a table.
+# FLAGS (one word list, e.g. "--micro-batches 2") go to both compiles.
 set -u
 gc=$1 graph=$2 cxx=$3 root=$4 hostlib=$5 blas=$6 cblas=$7 dir=$8 steps=${9:-5} prec=${10:-fp32}
-tol=${11:-1e-4}
+tol=${11:-1e-4} flags=${12:-}
 fail() { echo "FAIL: $*"; exit 1; }
 mkdir -p "$dir" && cd "$dir" || exit 1
 rt=$root/runtime
-"$gc" "$graph" --config tiny --target cuda --precision "$prec" --emit cuda -o train.cu || fail "gcompile --emit cuda"
+"$gc" "$graph" --config tiny --target cuda --precision "$prec" $flags --emit cuda -o train.cu || fail "gcompile --emit cuda"
 "$cxx" -std=c++17 -O2 -w -I"$root/tests/cuda/shim" -I"$rt" -I"$rt/cuda" -I"$cblas" \
     -x c++ train.cu "$rt/cuda/kernels_cuda.cu" "$rt/cuda/device_cuda.cu" -x none \
-    "$hostlib" "$blas" -fopenmp -lm -o train_emu || fail "emulator build of the emitted train.cu"
-"$gc" "$graph" --config tiny --target cpu -o train_cpu || fail "gcompile --target cpu"
+    "$hostlib" "$blas" -fopenmp -lm ${GCOMPILE_CFLAGS:-} -o train_emu || fail "emulator build of the emitted train.cu"
+"$gc" "$graph" --config tiny --target cpu $flags -o train_cpu || fail "gcompile --target cpu"
 ./train_cpu --steps "$steps" --seed 1 --log cpu.jsonl >cpu.out 2>&1 || fail "train_cpu: $(cat cpu.out)"
 ./train_emu --steps "$steps" --seed 1 --log emu.jsonl >emu.out 2>&1 || fail "train_emu: $(cat emu.out)"
 losses() { sed -n 's/.*"loss":\([^,}]*\).*/\1/p' "$1"; }
@@ -37,7 +38,7 @@ grep -q ' fwd matmul_bias ' prof.out || { cat prof.out; fail "no matmul_bias row
 echo "profile ok"
 # Launches per step: what the emulator launched in 2 steps minus in 1 step
 # equals the compiler's kernel_launches_per_step (ir/ops.c op_launches).
-want=$("$gc" "$graph" --config tiny --target cuda --precision "$prec" --emit summary | sed -n 's/^kernel_launches_per_step: //p')
+want=$("$gc" "$graph" --config tiny --target cuda --precision "$prec" $flags --emit summary | sed -n 's/^kernel_launches_per_step: //p')
 count() { GCEMU_COUNTS=1 ./train_emu --steps "$1" --seed 1 2>&1 >/dev/null | sed -n 's/^gcemu: launches \([0-9]*\).*/\1/p'; }
 n2=$(count 1) n3=$(count 2)
 [ -n "$want" ] && [ -n "$n2" ] && [ -n "$n3" ] || fail "launch counts missing (compiler '$want', emulator '$n2' '$n3')"

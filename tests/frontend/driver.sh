@@ -29,7 +29,11 @@ check zero_define 1 "must be a positive integer" -- "$gc" "$graph" -D B=0
 check define 0 "dims: B=8 T=128 " -- "$gc" "$graph" -D B=8 -D T=128 --emit summary
 check config_define 0 "dims: B=2 T=64 maxT=64 V=256 Vp=256 L=2 NH=4 C=64" -- "$gc" "$graph" --config tiny -D B=2 --emit summary
 check too_long_T 1 "requirement does not hold with T = 2048, maxT = 1024" -- "$gc" "$graph" -D T=2048 --emit summary
-check budget 1 "the plan needs" -- "$gc" "$graph" --mem 1GiB --emit summary
+check budget 1 "the plan needs" -- "$gc" "$graph" --mem 1GiB --recompute none --emit summary
+check budget_search 1 "nothing fits --mem 1.00 GiB: the smallest plan found needs" -- "$gc" "$graph" --mem 1GiB --emit summary
+check bad_device 1 "unknown profile 'tpu'" -- "$gc" "$graph" --device tpu
+check bad_recompute 1 "must be none, selective, full or auto" -- "$gc" "$graph" --recompute some
+check bad_micro 1 "does not divide B = 4" -- "$gc" "$graph" --micro-batches 3 --emit summary
 check budget_ok 0 "parameters: 124475904" -- "$gc" "$graph" --mem 80GB --emit summary
 check two_inputs 1 "one input file expected" -- "$gc" "$graph" "$graph"
 check gpus 1 "not implemented yet" -- "$gc" "$graph" --gpus 2 --split tp=2

@@ -1,9 +1,10 @@
 #!/bin/sh
 # One chunk of a long fuzzing campaign (nice -n 19, one target at a time):
 # continues the corpus in CORPUS_DIR, appends "target chunk execs crashes" to
-# LOG. usage: campaign.sh BUILD_FUZZ_DIR TARGET SECONDS CORPUS_DIR LOG
+# LOG. usage: campaign.sh BUILD_FUZZ_DIR TARGET SECONDS CORPUS_DIR LOG [libFuzzer flags, e.g. -runs=N]
 set -u
 b=$1 t=$2 secs=$3 corpus=$4 log=$5
+shift 5
 src=$(cd "$(dirname "$0")/../.." && pwd)
 mkdir -p "$corpus" "$corpus.art"
 . "$src/tests/fuzz/seeds.sh"
@@ -12,7 +13,7 @@ cd "$src"
 start=$(date -u +%FT%TZ)
 ASAN_OPTIONS=detect_leaks=1 nice -n 19 "$b/tests/fuzz/fuzz_$t" "$corpus" "$corpus.seeds" "tests/fuzz/regress/$t" \
     -max_total_time="$secs" -timeout=10 -rss_limit_mb=2048 -max_len=65536 -print_final_stats=1 \
-    -artifact_prefix="$corpus.art/" >"$corpus.last.log" 2>&1
+    -artifact_prefix="$corpus.art/" "$@" >"$corpus.last.log" 2>&1
 rc=$?
 execs=$(grep 'stat::number_of_executed_units' "$corpus.last.log" | awk '{print $2}')
 crashes=$(ls "$corpus.art" | wc -l)

@@ -228,7 +228,7 @@ static void test_empty(void)
     CHECK_EQ(g->region_bytes[RG_ARENA], 0);
     CHECK_EQ(g->region_lower_bound[RG_ARENA], 0);
     CHECK_EQ(g->t[w].first, -1);
-    EmitOptions eo = {"cpu", "fp32", 0, 0, 0};
+    EmitOptions eo = {.target = "cpu", .precision = "fp32"};
     FILE *f = tmpfile();
     CHECK_EQ(emit_plan_json(f, g, &eo), 0);
     emit_plan_text(f, g, &eo);
@@ -492,7 +492,7 @@ static void test_json(void)
     Graph *g = gpt2_synth(&d);
     plan(g);
     FILE *f = tmpfile();
-    EmitOptions eo = {"cpu", "fp32", 1 << 30, 0, 0};
+    EmitOptions eo = {.target = "cpu", .precision = "fp32", .budget_bytes = 1 << 30};
     CHECK_EQ(emit_plan_json(f, g, &eo), 0);
     rewind(f);
     json_error_t je;
@@ -572,7 +572,7 @@ static void test_emitters(void)
     Gpt2Dims d = {2, 16, 32, 100, 128, 2, 2, 16};
     Graph *g = gpt2_synth(&d);
     plan(g);
-    EmitOptions eo = {"cpu", "fp32", 0, 0, 0};
+    EmitOptions eo = {.target = "cpu", .precision = "fp32"};
     char *buf = NULL;
     size_t len = 0;
     FILE *f = open_memstream(&buf, &len);

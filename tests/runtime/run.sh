@@ -47,7 +47,8 @@ t_help() {
     run_ok "$FAKE" --help
     for f in --data --val-data --val-every --val-batches --init --save --steps --lr --beta1 \
              --beta2 --eps --weight-decay --seed --log --threads --sample --gradcheck \
-             --gradcheck-tol --gradcheck-h --ckpt-dir --save-every --keep --resume --help --version; do
+             --gradcheck-tol --gradcheck-h --ckpt-dir --save-every --keep --resume --warmup --lr-schedule \
+             --lr-final-frac --grad-clip --skip-nonfinite --shuffle --no-prefetch --help --version; do
         grep -q -- "^  $f" out.txt || fail "--help does not list $f"
     done
     grep -q 'training steps (default 20)' out.txt || fail "--help lacks the --steps default"
@@ -125,7 +126,7 @@ t_log_jsonl() {
     run_ok "$FAKE" --steps 6 --val-data val.bin --val-every 2 --val-batches 3 --log log.jsonl
     [ "$(wc -l <log.jsonl)" -eq 6 ] || fail "expected 6 lines"
     num='-?[0-9]+(\.[0-9]+)?(e[-+]?[0-9]+)?'
-    bad=$(grep -Evc "^\\{\"step\":[0-9]+,\"loss\":$num,\"ms\":$num,\"tok_per_s\":$num,\"lr\":$num,\"grad_norm\":$num(,\"val_loss\":$num)?\\}\$" log.jsonl)
+    bad=$(grep -Evc "^\\{\"step\":[0-9]+,\"loss\":$num,\"ms\":$num,\"tok_per_s\":$num,\"lr\":$num,\"grad_norm\":$num(,\"val_loss\":$num)?,\"shard\":0,\"batch\":[0-9]+\\}\$" log.jsonl)
     [ "$bad" -eq 0 ] || fail "malformed lines: $(cat log.jsonl)"
     [ "$(grep -c val_loss log.jsonl)" -eq 3 ] || fail "val_loss expected at steps 2, 4, 6"
     [ -n "$(val_at log.jsonl 4)" ] || fail "no val_loss at step 4"
@@ -337,6 +338,69 @@ t_nonfinite() {
     [ "$(grep -c '"skipped":true' log.jsonl)" -eq 4 ] || { cat log.jsonl; fail "expected 4 skipped steps in the log"; }
     grep -q '^{"step":5,.*"skipped":true,"skipped_total":4}' log.jsonl || { cat log.jsonl; fail "skipped_total"; }
     grep -q 'SKIPPED (non-finite; 4 so far)' out.txt || fail "the progress line does not say SKIPPED"
+    true
+}
+
+# pairs LOG: "shard batch" of every step
+pairs() { sed -n 's/.*"shard":\([0-9]*\),"batch":\([0-9]*\).*/\1 \2/p' "$1"; }
+
+t_shards() {
+    mkdir d
+    "$FIX" shard d/s_0.bin 1000 && "$FIX" shard d/s_1.bin 1300 && "$FIX" shard d/s_2.bin 800 || fail fixture
+    # 3 + 5 + 3 = 11 batches per epoch; in order without --shuffle
+    run_ok "$FAKE" --data 'd/s_*.bin' --steps 12 --log log.jsonl
+    grep -q "^data: 3 files matching 'd/s_\*.bin' (11 batches of B\*T = 256 per epoch, in order)" out.txt || { cat out.txt; fail "data line"; }
+    [ "$(pairs log.jsonl | tr '\n' ' ')" = "0 0 0 1 0 2 1 0 1 1 1 2 1 3 1 4 2 0 2 1 2 2 0 0 " ] || fail "in-order batches: $(pairs log.jsonl | tr '\n' ' ')"
+    # shuffled: every batch once per epoch, another order each epoch, the same for a seed
+    run_ok "$FAKE" --data 'd/s_*.bin' --shuffle --steps 33 --log a.jsonl
+    pairs a.jsonl >a.txt
+    for e in 0 1 2; do
+        sed -n "$((e * 11 + 1)),$((e * 11 + 11))p" a.txt >e$e.txt
+        [ "$(sort -u e$e.txt | wc -l)" -eq 11 ] || fail "epoch $e does not cover the 11 batches once: $(tr '\n' ' ' <e$e.txt)"
+        # shard by shard: each shard's batches are consecutive (llm.c's order)
+        [ "$(cut -d' ' -f1 e$e.txt | uniq | wc -l)" -eq 3 ] || fail "epoch $e interleaves shards"
+    done
+    cmp -s e0.txt e1.txt && cmp -s e1.txt e2.txt && fail "the same order in every epoch"
+    run_ok "$FAKE" --data 'd/s_*.bin' --shuffle --steps 33 --log b.jsonl
+    pairs b.jsonl | cmp -s - a.txt || fail "the same seed gave another order"
+    run_ok "$FAKE" --data 'd/s_*.bin' --shuffle --steps 33 --log c.jsonl --seed 7
+    pairs c.jsonl | cmp -s - a.txt && fail "another seed gave the same order"
+    echo "epoch orders: $(tr '\n' ' ' <e0.txt) | $(tr '\n' ' ' <e1.txt)"
+    # prefetch on and off: the same losses
+    losses a.jsonl >la.txt
+    run_ok "$FAKE" --data 'd/s_*.bin' --shuffle --steps 33 --log n.jsonl --no-prefetch
+    losses n.jsonl | cmp -s - la.txt || fail "--no-prefetch changed the losses"
+    # resume across epochs: bit-identical
+    run_ok "$FAKE" --data 'd/s_*.bin' --shuffle --steps 14 --ckpt-dir ck --save-every 4
+    run_ok "$FAKE" --data 'd/s_*.bin' --shuffle --steps 33 --resume ck --log r.jsonl
+    grep -q '^resume: step 14 ' out.txt || fail "did not resume at 14"
+    losses r.jsonl >lr.txt
+    sed -n '15,33p' la.txt | cmp -s - lr.txt || fail "resumed shuffled run differs"
+    pairs r.jsonl | cmp -s - "$(sed -n '15,33p' a.txt >ar.txt; echo ar.txt)" || fail "resumed order differs"
+    expect_err "another --seed" "$FAKE" --data 'd/s_*.bin' --shuffle --steps 33 --resume ck --seed 9
+    expect_err "--data 'd/x_*.bin': no file matches" "$FAKE" --data 'd/x_*.bin'
+    "$FIX" shard d/s_3.bin 1000 magic=7 || fail fixture
+    expect_err "d/s_3.bin: offset 0: bad magic 7" "$FAKE" --data 'd/s_*.bin'
+    rm d/s_3.bin
+    # a shard whose tokens are bad is found when it is read, mid-run, with its offset
+    "$FIX" shard d/s_3.bin 1000 bad_at=700 bad=300 || fail fixture
+    expect_err "d/s_3.bin: offset 2424: token 300 >= vocabulary size 256" "$FAKE" --data 'd/s_*.bin' --steps 20
+    true
+}
+
+t_text_data() {
+    cp "$SRC/fake_model.c" notes.txt
+    run_ok "$FAKE" --data notes.txt --steps 3
+    grep -q '^data: notes.txt (plain text, byte-level tokens, ' out.txt || { cat out.txt; fail "text data line"; }
+    "$FIX" text2shard notes.txt notes.bin || fail fixture
+    run_ok "$FAKE" --data notes.txt --steps 5 --log t.jsonl
+    run_ok "$FAKE" --data notes.bin --steps 5 --log s.jsonl
+    losses t.jsonl >t.txt
+    losses s.jsonl | cmp -s - t.txt || fail "text file and its shard train differently"
+    expect_err "notes.txt: offset 0: not a token shard (no magic 20240520), and this program's V = 100 is too small" \
+        "$FAKE_V100" --data notes.txt
+    head -c 100 notes.txt >short.txt
+    expect_err "short.txt: offset 100: 100 bytes of text (byte-level tokens), need at least B*T+1 = 257" "$FAKE" --data short.txt
     true
 }
 

@@ -1,7 +1,7 @@
 #!/bin/sh
 # End-to-end: compile models/gpt2.graph (tiny) for the CPU and train.
 # usage: train.sh GCOMPILE GRAPH WORKDIR CHECK
-#   CHECK: falling | rerun | noreuse | poison | schedules | gradcheck | ckpt | badfiles | profile | fusions
+#   CHECK: falling | rerun | noreuse | poison | schedules | gradcheck | ckpt | badfiles | profile | micro | recompute | budget | fusions
 set -u
 gc=$1 graph=$2 dir=$3 check=$4
 mkdir -p "$dir"
@@ -114,6 +114,81 @@ rules)     # small graphs that exercise single backward rules, through --gradche
         ./t_rules --threads 2 --gradcheck 32 >out.txt 2>&1 || { cat out.txt; fail "gradcheck $g"; }
         tail -1 out.txt
     done
+    ;;
+micro)     # gradient accumulation: K = 2 and 4 micro-batches of B/K rows match one batch of B within 1e-6
+    for k in 1 2 4; do
+        compile t_k$k --micro-batches $k
+        ./t_k$k --threads 2 --steps 20 --log k$k.jsonl >/dev/null || fail "run K=$k"
+        sed -n 's/.*"loss":\([^,}]*\).*/\1/p' k$k.jsonl >k$k.txt
+        [ "$(wc -l <k$k.txt)" -eq 20 ] || fail "K=$k: expected 20 losses"
+    done
+    for k in 2 4; do
+        paste k1.txt k$k.txt | awk -v k=$k '{ d = $1 - $2; if (d < 0) d = -d; if (d > m) m = d }
+            END { printf "K=%d: max |loss - loss(K=1)| over %d steps = %.2e\n", k, NR, m; exit !(m <= 1e-6) }' ||
+            { paste k1.txt k$k.txt; fail "K=$k differs from K=1"; }
+    done
+    cmp -s k1.txt k2.txt && cmp -s k1.txt k4.txt && echo "(bit-identical)"
+    "$gc" "$graph" --config tiny --target cpu --micro-batches 4 --emit plan | grep -q '"micro_batches": 4' ||
+        fail "plan JSON lacks micro_batches"
+    # a poisoned plain-schedule program: same losses; it passes gradcheck with accumulated gradients
+    compile t_plain --micro-batches 2 --schedule plain --poison
+    losses t_k2 --steps 8 >a.txt
+    losses t_plain --steps 8 >b.txt
+    grep -qi nan b.txt && fail "NaN loss with --poison --micro-batches 2"
+    cmp -s a.txt b.txt || { paste a.txt b.txt; fail "plain and fused-opt schedules differ with micro-batches"; }
+    ./t_plain --threads 2 --gradcheck 24 >out.txt || { cat out.txt; fail "gradcheck with 2 micro-batches"; }
+    # K must divide B
+    "$gc" "$graph" --config tiny --target cpu --micro-batches 3 --emit plan >/dev/null 2>err.txt && fail "K=3 accepted"
+    grep -q "does not divide B = 4" err.txt || { cat err.txt; fail "K=3 message"; }
+    ;;
+recompute) # recomputation: bit-identical losses in every mode, also poisoned and with micro-batches; smaller arena
+    compile t_none --recompute none
+    losses t_none --steps 8 >none.txt
+    for m in selective full; do   # poisoned programs (NaN at each end of lifetime) equal to the plain one
+        compile t_${m}_p --recompute $m --poison
+        losses t_${m}_p --steps 8 >${m}_p.txt
+        grep -qi nan ${m}_p.txt && fail "NaN loss with --recompute $m --poison"
+        cmp -s none.txt ${m}_p.txt || { paste none.txt ${m}_p.txt; fail "--recompute $m --poison losses differ"; }
+        "$gc" "$graph" --config tiny --target cpu --recompute $m --emit plan >$m.json || fail "plan $m"
+        grep -q '"phase": "recompute"' $m.json || fail "no recompute op in the $m plan"
+    done
+    "$gc" "$graph" --config tiny --target cpu --recompute none --emit plan >none.json || fail "plan none"
+    grep -q '"phase": "recompute"' none.json && fail "recompute ops without --recompute"
+    arena() { "$gc" "$graph" --config tiny --target cpu --recompute $1 --emit plan-text | awk '$1 == "arena" && $5 == "bytes" { print $4 }'; }
+    a_none=$(arena none) a_sel=$(arena selective) a_full=$(arena full)
+    echo "arena bytes: none $a_none selective $a_sel full $a_full"
+    [ "$a_full" -lt "$a_none" ] || fail "full recompute did not shrink the arena"
+    [ "$a_sel" -lt "$a_none" ] || fail "selective recompute did not shrink the arena"
+    compile t_mix --recompute full --micro-batches 2 --poison
+    compile t_k2 --micro-batches 2
+    losses t_k2 --steps 8 >k2.txt
+    losses t_mix --steps 8 >mix.txt
+    cmp -s k2.txt mix.txt || { paste k2.txt mix.txt; fail "--recompute full with 2 micro-batches differs"; }
+    ;;
+budget)    # --mem: the search picks micro-batches and recompute that fit (planned and checked), least predicted time
+    strat() { "$gc" "$graph" --config tiny --target cpu "$@" --emit plan-text | sed -n 's/^strategy: //p'; }
+    s=$(strat --mem 10MiB); echo "10MiB: $s"
+    case $s in *"1 micro-batch | no recompute"*) ;; *) fail "10MiB: expected the plain plan" ;; esac
+    s=$(strat --mem 3600000); echo "3600000: $s"
+    case $s in *"| recompute "*) ;; *) fail "3600000: expected recomputation" ;; esac
+    s=$(strat --mem 2600000); echo "2600000: $s"
+    case $s in *"4 micro-batches"*) ;; *) fail "2600000: expected 4 micro-batches" ;; esac
+    s=$(strat --device h100); echo "--device h100: $s"
+    case $s in *"budget 78.50 GiB"*"on h100"*) ;; *) fail "--device h100 should imply --mem 78.50 GiB" ;; esac
+    # nothing fits: exit 1 with the smallest budget, and compiling at that budget succeeds
+    "$gc" "$graph" --config tiny --target cpu --mem 1MiB --emit plan-text >out.txt 2>err.txt && fail "1MiB accepted"
+    cat err.txt
+    grep -q "the largest part is optimizer state" err.txt || fail "1MiB: no dominating part"
+    n=$(sed -n 's/.*; --mem \([0-9]*\) compiles.*/\1/p' err.txt)
+    [ -n "$n" ] || fail "1MiB: no smallest budget"
+    s=$(strat --mem "$n") || fail "--mem $n (the smallest budget) does not compile"
+    echo "--mem $n: $s"
+    # the chosen recomputing plan trains bit-identically to the plain one
+    compile t_plain --recompute none
+    compile t_budget --mem 3600000
+    losses t_plain --steps 4 >a.txt
+    losses t_budget --steps 4 >b.txt
+    cmp -s a.txt b.txt || { paste a.txt b.txt; fail "the searched plan's losses differ"; }
     ;;
 fusions)   # each fusion on vs off: 20 steps within 1e-5; fused programs pass gradcheck; poison clean
     jloss() { sed -n 's/.*"loss":\([^,]*\),.*/\1/p' "$1"; }

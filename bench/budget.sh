@@ -1,0 +1,98 @@
+#!/bin/sh
+# Memory levers and the cost model.
+#
+# 1. Plans at a budget: GPT-2 1558M (B=8, T=1024, fp32) at --mem 24GiB and
+#    the book's GPT-2 large workload at --mem 12GiB: the plain plan's peak,
+#    then what the search chose (all layers alike; each candidate planned),
+#    with the compile time (search included).
+# 2. The cost model against the CPU target: GPT-2 124M, B=4, T=64 on 2
+#    threads, four strategies (none, selective, full recompute, 4
+#    micro-batches) compiled, then run in ROUNDS alternating rounds of STEPS
+#    steps each (mean ms over steps 2..); predicted ms/step (plan-text,
+#    --device cpu) beside the measured, the ratio, and whether the predicted
+#    order is the measured order.
+#
+# usage: bench/budget.sh [--record] [BUILD_DIR] [STEPS] [ROUNDS]   (ROUNDS 0: part 1 only)
+#   --record   append the output, dated, with the machine, to bench/RESULTS.md
+set -eu
+cd "$(dirname "$0")/.."
+record=0
+if [ "${1:-}" = "--record" ]; then
+    record=1
+    shift
+fi
+build=${1:-build}
+steps=${2:-5}
+rounds=${3:-2}
+gc="$build/gcompile"
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+out="$tmp/out.txt"
+{
+echo "## plans at a budget"
+plan() {  # plan LABEL ARGS...: peak, fit and compile time of one plan
+    label=$1; shift
+    t0=$(date +%s.%N)
+    if "$gc" models/gpt2.graph "$@" --emit plan-text >"$tmp/p.txt" 2>"$tmp/e.txt"; then
+        t1=$(date +%s.%N)
+        printf '%-44s compile %.2f s | %s\n' "$label" "$(echo "$t1 - $t0" | bc)" "$(sed -n 's/^strategy: //p' "$tmp/p.txt")"
+    else
+        printf '%-44s %s\n' "$label" "$(head -1 "$tmp/e.txt" | cut -c1-160)"
+    fi
+}
+plan "1558M B=8 T=1024, no levers" --config gpt2_1558M -D B=8 -D T=1024 --recompute none --device h100 --mem 1TiB
+plan "1558M B=8 T=1024 --mem 24GiB (search)" --config gpt2_1558M -D B=8 -D T=1024 --device h100 --mem 24GiB
+plan "774M V=65 T=128 B=32, no levers" --config gpt2_774M -D V=65 -D Vp=128 -D maxT=128 -D T=128 -D B=32 \
+    --recompute none --device h100 --mem 1TiB
+plan "774M V=65 T=128 B=32 --mem 12GiB (search)" --config gpt2_774M -D V=65 -D Vp=128 -D maxT=128 -D T=128 -D B=32 \
+    --device h100 --mem 12GiB
+
+[ "$rounds" -gt 0 ] || exit 0   # ROUNDS 0: the plans only
+echo
+echo "## cost model vs the CPU target: 124M, B=4, T=64, 2 threads, $rounds rounds x $steps steps"
+names="none selective full k4"
+for s in $names; do
+    case $s in
+    k4) flags="--micro-batches 4" ;;
+    *) flags="--recompute $s" ;;
+    esac
+    "$gc" models/gpt2.graph --config gpt2_124M -D B=4 -D T=64 --target cpu --device cpu $flags -o "$tmp/t_$s"
+    "$gc" models/gpt2.graph --config gpt2_124M -D B=4 -D T=64 --target cpu --device cpu $flags --emit plan-text |
+        sed -n 's/.*predicted \([0-9.]*\) ms\/step.*/\1/p' >"$tmp/pred_$s"
+    : >"$tmp/ms_$s"
+done
+r=0
+while [ $r -lt "$rounds" ]; do
+    for s in $names; do
+        env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE OMP_NUM_THREADS=2 "$tmp/t_$s" --threads 2 --steps "$steps" \
+            --log "$tmp/log_$s" >/dev/null
+        awk -F'"ms":' 'NR > 1 { split($2, a, ","); s += a[1]; n++ } END { printf "%.1f\n", s / n }' "$tmp/log_$s" \
+            >>"$tmp/ms_$s"
+    done
+    r=$((r + 1))
+done
+printf '%-10s %12s %12s %8s\n' strategy "predicted" "measured" ratio
+for s in $names; do
+    p=$(cat "$tmp/pred_$s")
+    m=$(awk '{ s += $1; n++ } END { printf "%.1f", s / n }' "$tmp/ms_$s")
+    printf '%-10s %9s ms %9s ms %8.3f\n' "$s" "$p" "$m" "$(echo "$p / $m" | bc -l)"
+    echo "$s $p $m" >>"$tmp/table"
+done
+po=$(sort -k2 -n "$tmp/table" | awk '{ printf "%s ", $1 }')
+mo=$(sort -k3 -n "$tmp/table" | awk '{ printf "%s ", $1 }')
+echo "order by predicted: $po"
+echo "order by measured:  $mo"
+awk '{ r = $2 / $3; if (r < 0.75 || r > 1.25) bad = 1 } END { print (bad ? "NOT all within +-25%" : "all within +-25%") }' \
+    "$tmp/table"
+[ "$po" = "$mo" ] && echo "same order" || echo "order differs"
+} | tee "$out"
+if [ $record -eq 1 ]; then
+    {
+        echo
+        echo "## bench/budget.sh — $(date -u '+%Y-%m-%d %H:%M UTC'), $(nproc) cores ($(sed -n 's/^model name[^:]*: //p' /proc/cpuinfo | head -1)), other engineers' jobs sharing the cores"
+        echo
+        echo '```'
+        cat "$out"
+        echo '```'
+    } >>bench/RESULTS.md
+fi

@@ -1,0 +1,123 @@
+/* costs.c — the cost model (an analysis: predicts, changes nothing).
+ *
+ * One op's time on a device profile is a roofline plus a launch cost:
+ *
+ *     t = max(FLOPs / (peak * eff), bytes / bandwidth) + launch
+ *
+ * FLOPs and bytes come from the op table (op_flops, op_bytes in ir/ops.c),
+ * so a new (fused) op is costed by its row there. peak is the matmul peak of
+ * the operands' precision for matmuls and the vector peak for everything
+ * else. A matmul's efficiency falls with small dimensions:
+ *
+ *     eff = mm_eff * M/(M+h) * N/(N+h) * K/(K+h)      (h = mm_half)
+ *
+ * so a micro-batch of few rows costs what it costs (M = rows of the
+ * micro-batch). A step is every scheduled op once, the forward, backward and
+ * recompute ops once per micro-batch.
+ *
+ * Profiles: the GPUs' numbers are their data-sheet peaks (dense, no
+ * sparsity; fp32 on the fp32 units and on TF32 tensor cores), memory the card's, reserve 1.5 GiB for the
+ * CUDA context, cuBLAS workspaces and allocator slack. `cpu` is this machine
+ * (2 Zen 4 cores, AVX-512): the matmul peak 233 GFLOP/s is bench/fma_peak.c's
+ * FP32 FMA peak with 2 threads, mm_eff 0.84 the share the CPU target's GEMM
+ * reached in-step (bench/cpu_step.sh --profile, bench/RESULTS.md), mm_half
+ * and the vector numbers fitted to --profile runs of GPT-2 124M (B=4, T=64;
+ * B=1 for the small-M point); memory is the machine's RAM (sysconf) less a
+ * 2 GiB reserve for the OS.
+ */
+#include <string.h>
+#include <unistd.h>
+
+#include "passes.h"
+
+#define GiB (1024.0 * 1024.0 * 1024.0)
+
+static const DeviceProfile profiles[] = {
+    /* name, description, matmul {fp32, bf16}, tf32, vector FLOP/s, bandwidth B/s, memory, reserve,
+     * launch s, matmul efficiency, matmul half-efficiency dimension */
+    {"a100-40g", "NVIDIA A100 40GB (SXM)",          {19.5e12, 312e12}, 156e12, 19.5e12, 1.555e12, 40 * GiB, 1.5 * GiB, 4e-6, 0.80, 64},
+    {"a100-80g", "NVIDIA A100 80GB (SXM)",          {19.5e12, 312e12}, 156e12, 19.5e12, 2.039e12, 80 * GiB, 1.5 * GiB, 4e-6, 0.80, 64},
+    {"h100",     "NVIDIA H100 80GB (SXM)",          {67e12, 989e12}, 494.7e12, 67e12,   3.35e12,  80 * GiB, 1.5 * GiB, 4e-6, 0.75, 96},
+    {"h200",     "NVIDIA H200 141GB (SXM)",         {67e12, 989e12}, 494.7e12, 67e12,   4.8e12,   141e9,    1.5 * GiB, 4e-6, 0.75, 96},
+    {"rtx4090",  "NVIDIA GeForce RTX 4090 24GB",    {82.6e12, 165e12}, 82.6e12, 82.6e12, 1.008e12, 24 * GiB, 1.5 * GiB, 4e-6, 0.75, 64},
+    {"cpu",      "this machine's CPU (2 threads)",  {233e9, 233e9}, 233e9,  40e9,    30e9,     0,        2 * GiB,   3e-6, 0.84, 6},
+};
+
+const DeviceProfile *device_profile(const char *name)
+{
+    static DeviceProfile cpu;
+    for (size_t i = 0; i < sizeof profiles / sizeof profiles[0]; i++) {
+        if (strcmp(profiles[i].name, name) != 0)
+            continue;
+        if (strcmp(name, "cpu") != 0)
+            return &profiles[i];
+        cpu = profiles[i];
+        long pages = sysconf(_SC_PHYS_PAGES), psize = sysconf(_SC_PAGESIZE);
+        cpu.mem_bytes = pages > 0 && psize > 0 ? (double)pages * (double)psize : 16 * GiB;
+        return &cpu;
+    }
+    return NULL;
+}
+
+const char *device_profile_names(void) { return "a100-40g, a100-80g, h100, h200, rtx4090, cpu"; }
+
+double device_mem_budget(const DeviceProfile *d)
+{
+    return d->mem_bytes > d->reserve_bytes ? d->mem_bytes - d->reserve_bytes : 0;
+}
+
+static int is_matmul(const Op *op) { return op->kind == OP_MATMUL || op->kind == OP_MATMUL_BIAS; }
+
+double op_cost(const Graph *g, const Op *op, const DeviceProfile *d)
+{
+    if (op_info[op->kind].cls == OPC_VIEW)
+        return 0;
+    double flops = op_flops(g, op), bytes = op_bytes(g, op), compute;
+    long b = 1, M = 0, N = 0, K = 0;
+    if (is_matmul(op))
+        op_matmul_geom(g, op, &b, &M, &N, &K);
+    else if (op->kind == OP_CLASSIFIER) {   /* chunk rows x Vp x C products, three times */
+        const Tensor *w = &g->t[op->in[1]];
+        M = (long)op->attr[1], N = w->shape[0], K = w->shape[1];
+    } else if (op->kind == OP_ATTENTION || op->kind == OP_ATTENTION_BWD) {   /* T x T x hs tiles */
+        long geom[12];
+        op_attention_geom(g, op, geom);
+        M = N = geom[2], K = geom[3];
+    }
+    if (M > 0) {   /* matmul-bound: efficiency falls with small dimensions */
+        double h = d->mm_half;
+        double eff = d->mm_eff * (M / (M + h)) * (N / (N + h)) * (K / (K + h));
+        int bf16 = op->nin && g->t[op->in[0]].dtype == DT_BF16;
+        compute = flops / (d->mm_flops[bf16] * eff);
+    } else {
+        compute = flops / d->ew_flops;
+    }
+    double mem = bytes / d->bandwidth;
+    return (compute > mem ? compute : mem) + d->launch_s;
+}
+
+static int runs(const Graph *g, const Op *op)
+{
+    return op->phase == PH_OPT || g->micro_batches <= 1 ? 1 : g->micro_batches;
+}
+
+StepCost fill_costs(const Graph *g, const DeviceProfile *d, double *per_op)
+{
+    StepCost c = {0};
+    int bf16 = 0;
+    for (int k = 0; k < g->nsched; k++) {
+        const Op *op = &g->ops[g->sched[k]];
+        double t = op_cost(g, op, d), fl = op_flops(g, op) * runs(g, op);
+        if (per_op)
+            per_op[op->id] = t;
+        c.seconds += t * runs(g, op);
+        if (op->phase == PH_RECOMPUTE)
+            c.recompute_flops += fl;
+        else
+            c.flops += fl;
+        bf16 |= is_matmul(op) && g->t[op->in[0]].dtype == DT_BF16;
+    }
+    c.peak_flops = d->mm_flops[bf16];
+    c.mfu = c.seconds > 0 ? c.flops / c.seconds / c.peak_flops : 0;
+    return c;
+}

@@ -1,0 +1,196 @@
+/* recompute.c — activation recomputation (a transformation).
+ *
+ * For each layer (op->layer) a choice: keep everything (RC_NONE), recompute
+ * the cheap ops (RC_SELECTIVE), or recompute the whole layer from its input
+ * (RC_FULL). A recomputed forward op gets a clone of phase `recompute` (same
+ * kernel, same inputs, new output tensors "<name>.re") and every backward op
+ * that read the original's outputs reads the clone's instead. The original
+ * outputs then die at their last forward use; the clones live from just
+ * before the backward needs them (the schedule places a recompute op when
+ * the backward cannot go on without it) to their last backward use. Same
+ * kernels on the same inputs: the step's results are bit-identical.
+ *
+ * What may be recomputed (from the op table, so fused ops qualify by the
+ * same rules):
+ *   - a non-view forward op of the layer that overwrites its outputs, none
+ *     of whose outputs is read by a forward op of another layer (or outside
+ *     the layers): those outputs are the layer's checkpoint (its output, the
+ *     next layer's input), always kept;
+ *   - RC_FULL: every such op; RC_SELECTIVE: those that are cheap per element
+ *     (rc_cheap: elementwise, normalisation, softmax, permutes) and the
+ *     batched matmuls (attention scores and attention times values), whose
+ *     outputs grow with T^2 or are small — Megatron's selective recompute:
+ *     the linear layers' outputs stay.
+ * Only ops whose outputs the backward (or another clone) reads are cloned.
+ * An input of a clone that is not recomputed stays alive until the clone
+ * runs (it becomes a checkpoint).
+ * Run after autodiff, fuse, precision and split_updates, before schedule.
+ */
+#include <string.h>
+
+#include "passes.h"
+
+int graph_layers(const Graph *g)
+{
+    int n = 0;
+    for (int o = 0; o < g->nops; o++)
+        if (!g->ops[o].dead && g->ops[o].layer + 1 > n)
+            n = g->ops[o].layer + 1;
+    return n;
+}
+
+int rc_cheap(const Graph *g, const Op *op)
+{
+    if (op_info[op->kind].cls == OPC_VIEW || op->nout < 1)
+        return 0;
+    double n = (double)g->t[op->out[0]].numel;
+    if (op->kind == OP_MATMUL || op->kind == OP_MATMUL_BIAS) {
+        long b, M, N, K;
+        op_matmul_geom(g, op, &b, &M, &N, &K);
+        return b > 1;            /* attention's batched matmuls */
+    }
+    return n > 0 && op_flops(g, op) <= 16.0 * n;
+}
+
+typedef struct RC {
+    Graph *g;
+    int *map;        /* tensor id -> its recomputed twin, -1 */
+    int nmap;
+} RC;
+
+static void grow_map(RC *rc)
+{
+    if (rc->nmap >= rc->g->nt)
+        return;
+    rc->map = xrealloc(rc->map, (size_t)rc->g->nt * sizeof(int));
+    for (int t = rc->nmap; t < rc->g->nt; t++)
+        rc->map[t] = -1;
+    rc->nmap = rc->g->nt;
+}
+
+/* The twin of t: a recomputed root, or a view of a recomputed root made on
+ * demand (same offset and shape); t itself when nothing above it is. */
+static int twin(RC *rc, int t)
+{
+    grow_map(rc);
+    if (rc->map[t] >= 0)
+        return rc->map[t];
+    Graph *g = rc->g;
+    if (g->t[t].view_of < 0)
+        return t;
+    int p = twin(rc, g->t[t].view_of);
+    if (p == g->t[t].view_of)
+        return t;
+    Tensor x = g->t[t];
+    char *name = xasprintf("%s.re", x.name);
+    int v = graph_add_tensor(g, name, x.dtype, x.rank, x.shape, x.kind, x.loc);
+    free(name);
+    g->t[v].region = g->t[p].region;
+    g->t[v].view_of = p;
+    g->t[v].view_offset = x.view_offset;
+    grow_map(rc);
+    rc->map[t] = v;
+    return v;
+}
+
+/* 1 when op o may be recomputed (see the file comment); cross[r]: root r is
+ * read by a forward op of another layer than its producer's. */
+static int eligible(const Graph *g, const Op *op, const char *cross)
+{
+    if (op->dead || op->phase != PH_FWD || op->layer < 0 || op_info[op->kind].cls == OPC_VIEW ||
+        op->nout < 1 || op->acc)
+        return 0;
+    for (int i = 0; i < op->nout; i++) {
+        const Tensor *t = &g->t[op->out[i]];
+        if (t->view_of >= 0 || t->region != RG_ARENA || t->kind != TK_ACTIVATION || cross[t->id] ||
+            t->id == g->loss)
+            return 0;
+    }
+    return 1;
+}
+
+void pass_recompute(Graph *g, const RecomputeChoice *choice, int nlayers)
+{
+    int nops = g->nops, nt = g->nt;
+    char *cross = xcalloc((size_t)nt, 1), *pick = xcalloc((size_t)nops, 1);
+    char *need = xcalloc((size_t)nt, 1);
+    for (int o = 0; o < nops; o++) {
+        const Op *op = &g->ops[o];
+        if (op->dead || op->phase != PH_FWD)
+            continue;
+        for (int i = 0; i < op->nin; i++) {
+            int r = graph_root(g, op->in[i], NULL), p = g->t[r].producer;
+            if (p >= 0 && g->ops[p].layer != op->layer)
+                cross[r] = 1;
+        }
+    }
+    if (g->loss >= 0)
+        cross[graph_root(g, g->loss, NULL)] = 1;
+    for (int o = 0; o < nops; o++) {
+        const Op *op = &g->ops[o];
+        if (!eligible(g, op, cross) || op->layer >= nlayers)
+            continue;
+        RecomputeChoice c = choice[op->layer];
+        pick[o] = c == RC_FULL || (c == RC_SELECTIVE && rc_cheap(g, op));
+    }
+    /* needed: roots the backward reads, then (backwards) the inputs of needed picks */
+    for (int o = 0; o < nops; o++) {
+        const Op *op = &g->ops[o];
+        if (!op->dead && op->phase == PH_BWD)
+            for (int i = 0; i < op->nin; i++)
+                need[graph_root(g, op->in[i], NULL)] = 1;
+    }
+    for (int o = nops - 1; o >= 0; o--) {
+        const Op *op = &g->ops[o];
+        int used = 0;
+        for (int i = 0; pick[o] && i < op->nout; i++)
+            used |= need[op->out[i]];
+        pick[o] = (char)used;
+        for (int i = 0; used && i < op->nin; i++)
+            need[graph_root(g, op->in[i], NULL)] = 1;
+    }
+    /* clones: top layer first (the backward's order), forward order inside */
+    RC rc = {.g = g};
+    grow_map(&rc);
+    for (int l = nlayers - 1; l >= 0; l--)
+        for (int o = 0; o < nops; o++) {
+            if (!pick[o] || g->ops[o].layer != l)
+                continue;
+            Op op = g->ops[o];        /* a copy: adding ops moves g->ops */
+            int in[IR_MAXIO], out[IR_MAXIO];
+            for (int i = 0; i < op.nin; i++)
+                in[i] = twin(&rc, op.in[i]);
+            for (int i = 0; i < op.nout; i++) {
+                Tensor x = g->t[op.out[i]];
+                char *name = xasprintf("%s.re", x.name);
+                out[i] = graph_add_tensor(g, name, x.dtype, x.rank, x.shape, x.kind, x.loc);
+                free(name);
+                g->t[out[i]].region = RG_ARENA;
+                grow_map(&rc);
+                rc.map[op.out[i]] = out[i];
+            }
+            char *name = xasprintf("re.%s", op.name);
+            int id = graph_add_op(g, op.kind, name, in, op.nin, out, op.nout, op.loc);
+            free(name);
+            Op *c = &g->ops[id];
+            memcpy(c->attr, op.attr, sizeof c->attr);
+            memcpy(c->list, op.list, sizeof c->list);
+            c->nlist = op.nlist;
+            c->phase = PH_RECOMPUTE;
+            c->layer = l;
+        }
+    /* the backward reads the twins */
+    for (int o = 0; o < nops; o++) {
+        if (g->ops[o].dead || g->ops[o].phase != PH_BWD)
+            continue;
+        for (int i = 0; i < g->ops[o].nin; i++) {
+            int t = twin(&rc, g->ops[o].in[i]);
+            g->ops[o].in[i] = t;
+        }
+    }
+    graph_relink(g);
+    free(rc.map);
+    free(cross);
+    free(pick);
+    free(need);
+}
