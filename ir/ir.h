@@ -247,7 +247,8 @@ int op_update_group_len(const Graph *g, int k);
 /* Launches and bytes moved (op_bytes) per step of the schedule, by phase;
  * parameter refreshes are not counted, an update group is one launch; the fwd, bwd and
  * recompute ops count once per micro-batch. */
-void graph_step_traffic(const Graph *g, long launches[PH_COUNT], double bytes[PH_COUNT]);
+void graph_step_traffic(const Graph *g, long launches[PH_COUNT], double bytes[PH_COUNT]);   /* + the trainer's
+                                                     gradient-norm launch (opt) when the plan has a grads region */
 /* 1 when output 0 of op may take the storage of input i (the kernel is
  * written to allow out == in[i]); never for accumulating outputs. */
 int op_inplace_ok(const Graph *g, const Op *op, int i);

@@ -522,10 +522,22 @@ void graph_step_traffic(const Graph *g, long launches[PH_COUNT], double bytes[PH
         if (op_param_refresh(g, op))
             continue;                   /* not per step */
         int runs = op->phase == PH_OPT || g->micro_batches <= 1 ? 1 : g->micro_batches;   /* per micro-batch */
+        /* micro-batches after the first accumulate into the parameter
+           gradients that the first overwrites (codegen's acc_arg), and skip
+           the fills of their unused bytes */
+        Op later = *op;
+        for (int i = 0; runs > 1 && i < op->nout; i++)
+            if (g->t[graph_root(g, op->out[i], NULL)].kind == TK_GRAD)
+                later.acc |= 1 << i;
+        int skip_later = runs > 1 && op->kind == OP_FILL && later.acc != op->acc;
         if (is_update(op))              /* one multi-tensor launch per group */
             launches[op->phase] += op_update_group_len(g, k) > 0;
         else
-            launches[op->phase] += runs * op_launches(g, op, ws);
-        bytes[op->phase] += runs * op_bytes(g, op);
+            launches[op->phase] += op_launches(g, op, ws) + (skip_later ? 0 : (runs - 1) * op_launches(g, &later, ws));
+        bytes[op->phase] += op_bytes(g, op) + (skip_later ? 0 : (runs - 1) * op_bytes(g, &later));
+    }
+    if (g->region_bytes[RG_GRADS] > 0) {   /* the trainer's global gradient norm (gc_device_sumsq): one launch */
+        launches[PH_OPT] += 1;
+        bytes[PH_OPT] += (double)g->region_bytes[RG_GRADS];
     }
 }
