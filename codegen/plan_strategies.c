@@ -77,9 +77,80 @@ static json_t *fusion_json(const Graph *g)
     return o;
 }
 
+/* One strategy object with no saving measured; details may be NULL. */
+static json_t *strategy(const char *name, int applied, const char *summary, json_t *details)
+{
+    json_t *o = json_object();
+    json_object_set_new(o, "name", json_string(name));
+    json_object_set_new(o, "applied", json_boolean(applied));
+    json_object_set_new(o, "summary", json_string(summary));
+    json_object_set_new(o, "saved_bytes", json_null());
+    json_object_set_new(o, "details", details ? details : json_object());
+    return o;
+}
+
+/* Gradient accumulation (passes/microbatch.c). */
+static json_t *micro_json(const Graph *g)
+{
+    int k = g->micro_batches > 1 ? g->micro_batches : 1;
+    char line[160];
+    snprintf(line, sizeof line, k > 1 ? "%d micro-batches of B rows per optimizer step; gradients accumulate in "
+                                        "the grads region" : "one batch per step (%d micro-batch)", k);
+    json_t *d = json_object();
+    json_object_set_new(d, "micro_batches", json_integer(k));
+    return strategy("micro_batches", k > 1, line, d);
+}
+
+/* Recomputation (passes/recompute.c): the ops of phase recompute, their
+ * outputs and FLOPs against the rest of the step. */
+static json_t *recompute_json(const Graph *g)
+{
+    int nops = 0, ntens = 0;
+    double extra = 0, base = 0;
+    for (int k = 0; k < g->nsched; k++) {
+        const Op *op = &g->ops[g->sched[k]];
+        double fl = op_flops(g, op);
+        if (op->phase == PH_RECOMPUTE)
+            nops++, ntens += op->nout, extra += fl;
+        else
+            base += fl;
+    }
+    char line[160];
+    if (nops)
+        snprintf(line, sizeof line, "%d tensors recomputed in the backward by %d ops (+%.1f%% FLOPs)", ntens, nops,
+                 base > 0 ? 100.0 * extra / base : 0.0);
+    else
+        snprintf(line, sizeof line, "nothing recomputed");
+    json_t *d = json_object();
+    json_object_set_new(d, "ops", json_integer(nops));
+    json_object_set_new(d, "tensors", json_integer(ntens));
+    json_object_set_new(d, "extra_flops", json_real(extra));
+    return strategy("recompute", nops > 0, line, d);
+}
+
+/* The parallel split (passes/split.c): this plan is one rank's. */
+static json_t *split_json(const Graph *g)
+{
+    char line[200];
+    int split = g->nranks > 1;
+    if (split)
+        snprintf(line, sizeof line, "%s over %d ranks; %.0f bytes sent per rank per step", g->split_name, g->nranks,
+                 g->comm_bytes);
+    else
+        snprintf(line, sizeof line, "one device, no split");
+    json_t *d = json_object();
+    json_object_set_new(d, "ranks", json_integer(split ? g->nranks : 1));
+    json_object_set_new(d, "kind", json_string(split ? g->split_name : "none"));
+    json_object_set_new(d, "comm_bytes_per_step", json_real(split ? g->comm_bytes : 0));
+    return strategy("split", split, line, d);
+}
+
 json_t *plan_strategies_json(const Graph *g)
 {
     json_t *a = json_array();
     json_array_append_new(a, fusion_json(g));
+    json_array_append_new(a, micro_json(g));
+    json_array_append_new(a, recompute_json(g));
+    json_array_append_new(a, split_json(g));
     return a;
 }
