@@ -409,6 +409,10 @@ static Value eval_call(Builder *b, Expr *e)
             diag_error(e->args[a]->loc, "attribute '%s' of '%s' must be a number, got %s", anames[j], e->name,
                        value_kind_name(v.k));
             ok = 0;
+        } else if (!isfinite(num(v)) || fabs(num(v)) > 2147483647.0) {   /* kernels take int attributes */
+            diag_error(e->args[a]->loc, "attribute '%s' of '%s' must be finite and within +-2^31, got %g", anames[j],
+                       e->name, num(v));
+            ok = 0;
         } else {
             proto.attr[j] = num(v);
         }
@@ -430,7 +434,8 @@ static Value eval_call(Builder *b, Expr *e)
         }
         proto.attr[j] = defaults[j];
     }
-    if (kind == OP_CROSS_ENTROPY && proto.attr[0] == 0)     /* n=0: every column */
+    if (kind == OP_CROSS_ENTROPY && proto.attr[0] == 0 && b->g->t[proto.in[0]].rank > 0)   /* n=0: every column
+                                                          (a scalar is the shape rule's error) */
         proto.attr[0] = (double)b->g->t[proto.in[0]].shape[b->g->t[proto.in[0]].rank - 1];
     int id = add_op(b, &proto, e->loc);
     if (id < 0)
