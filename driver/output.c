@@ -144,10 +144,13 @@ static int write_artifact(FILE *f, const Graph *g, const DriverOptions *o)
     return 0;
 }
 
-int driver_emit(const Graph *g, const DriverOptions *o)
+/* Runs write(f, arg) into path, or into stdout when path is NULL or "-"; a
+ * file is written atomically (temporary file + rename). write returns 0, -2
+ * after reporting its own error, anything else when writing failed. */
+static int write_output(const char *path, int (*write)(FILE *, const void *), const void *arg)
 {
-    if (!o->output || !strcmp(o->output, "-")) {
-        int rc = write_artifact(stdout, g, o);
+    if (!path || !strcmp(path, "-")) {
+        int rc = write(stdout, arg);
         if (rc == -2)
             return 1;
         if (fflush(stdout) != 0 || ferror(stdout) || rc) {
@@ -157,43 +160,47 @@ int driver_emit(const Graph *g, const DriverOptions *o)
         return 0;
     }
     char *tmp;
-    FILE *f = atomic_open(o->output, &tmp);
+    FILE *f = atomic_open(path, &tmp);
     if (!f)
         return 1;
-    int rc = write_artifact(f, g, o);
+    int rc = write(f, arg);
     if (rc != 0) {
         fclose(f);
         unlink(tmp);
         free(tmp);
         if (rc != -2)
-            fprintf(stderr, "gcompile: error: cannot write '%s'\n", o->output);
+            fprintf(stderr, "gcompile: error: cannot write '%s'\n", path);
         return 1;
     }
-    return atomic_commit(f, tmp, o->output) ? 1 : 0;
+    return atomic_commit(f, tmp, path) ? 1 : 0;
+}
+
+typedef struct { const Graph *g; const DriverOptions *o; } Artifact;
+typedef struct { json_t *a, *b; const DriverOptions *o; } DiffPage;
+
+static int put_artifact(FILE *f, const void *arg)
+{
+    const Artifact *x = arg;
+    return write_artifact(f, x->g, x->o);
+}
+
+static int put_diff(FILE *f, const void *arg)
+{
+    const DiffPage *x = arg;
+    return emit_plan_diff(f, x->a, x->o->input, x->b, x->o->input2);
+}
+
+int driver_emit(const Graph *g, const DriverOptions *o)
+{
+    Artifact x = {g, o};
+    return write_output(o->output, put_artifact, &x);
 }
 
 /* Writes the page to o->output (stdout when NULL or "-"). */
 static int write_diff(json_t *a, json_t *b, const DriverOptions *o)
 {
-    if (!o->output || !strcmp(o->output, "-")) {
-        if (emit_plan_diff(stdout, a, o->input, b, o->input2) || fflush(stdout) != 0 || ferror(stdout)) {
-            fprintf(stderr, "gcompile: error: writing to standard output failed\n");
-            return 1;
-        }
-        return 0;
-    }
-    char *tmp;
-    FILE *f = atomic_open(o->output, &tmp);
-    if (!f)
-        return 1;
-    if (emit_plan_diff(f, a, o->input, b, o->input2)) {
-        fclose(f);
-        unlink(tmp);
-        free(tmp);
-        fprintf(stderr, "gcompile: error: cannot write '%s'\n", o->output);
-        return 1;
-    }
-    return atomic_commit(f, tmp, o->output) ? 1 : 0;
+    DiffPage x = {a, b, o};
+    return write_output(o->output, put_diff, &x);
 }
 
 int driver_emit_diff(const DriverOptions *o)
