@@ -51,19 +51,25 @@ resume_kill)  # SIGKILL at ten random moments, in steps and in saves; resume eac
     step_losses ref_out.txt >ref.txt
     seed=${GC_TEST_SEED:-$(date +%s)}
     echo "kill moments from seed $seed (GC_TEST_SEED=$seed reproduces them)"
-    awk -v s="$seed" 'BEGIN { srand(s); for (i = 0; i < 10; i++) printf "%.3f\n", rand() * 0.03 }' >delays.txt
+    # the median step time of the reference run scales the kills that must land in a step
+    ms=$(sed -n 's/^step .* | \([0-9.]*\) ms | .*/\1/p' ref_out.txt | sort -n | awk '{ a[NR] = $1 } END { print (NR ? a[int((NR + 1) / 2)] : 5) }')
+    # even kills: up to 30 ms into a save (each save takes >= 40 ms); odd kills: up
+    # to 1.5 steps after step 5k+1 is printed, three steps before the next save
+    awk -v s="$seed" -v ms="$ms" 'BEGIN { srand(s); for (i = 1; i <= 10; i++)
+        printf "%.4f\n", i % 2 ? rand() * 1.5 * ms / 1000 : rand() * 0.03 }' >delays.txt
     in_save=0 in_step=0 i=0
     export GC_CKPT_TEST_DELAY_MS=20   # each checkpoint file takes >= 20 ms, so saves can be hit
     for d in $(cat delays.txt); do
         i=$((i + 1))
         ./t --threads 1 --steps 40 --save-every 5 --keep 3 --resume ck >out_$i.txt 2>&1 &
         pid=$!
-        # kill i lands after step ~3.8i (odd i) or inside the save at or after it (even i)
+        # kill i lands inside the save of step ~3.8i (even i) or in the steps
+        # after step 5k+1 at or below it (odd i)
         target=$((i * 38 / 10))
         if [ $((i % 2)) -eq 0 ]; then
             wait_for out_$i.txt "^checkpoint: writing step $(((target + 4) / 5 * 5)) "
         else
-            wait_for out_$i.txt "^step *$target/"
+            wait_for out_$i.txt "^step *$((target / 5 * 5 + 1))/"
         fi
         sleep "$d"
         kill -9 $pid 2>/dev/null
