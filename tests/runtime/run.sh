@@ -52,6 +52,12 @@ t_help() {
              --help --version; do
         grep -q -- "^  $f" out.txt || fail "--help does not list $f"
     done
+    # every flag of the program's table (runtime/flags.c long_opts), not only the ones listed above
+    flags=$(sed -n 's/^    {"\([a-z0-9-]*\)", [a-z_]*_argument, 0, OPT_[A-Z0-9_]*},$/\1/p' "$SRC/../../runtime/flags.c")
+    [ "$(echo "$flags" | wc -w)" -ge 30 ] || fail "could not read the flag table of runtime/flags.c"
+    for f in $flags; do
+        grep -Eq -- "^  --$f( |\[|=|\$)" out.txt || fail "--help does not document --$f"
+    done
     grep -q 'training steps (default 20)' out.txt || fail "--help lacks the --steps default"
     grep -q 'learning rate (default 0.01)' out.txt || fail "--help lacks the program's --lr default"
     [ -s err.txt ] && fail "--help wrote to stderr"
