@@ -223,7 +223,8 @@ void emit_kernel_call(FILE *f, const Graph *g, const Op *op)
     case OP_ADAMW: case OP_ADAMW_BF16:   /* one tensor; emit_step_body groups them */
         fprintf(f, "{ const gc_adamw_tensor u[] = {");
         emit_update_tensor(f, g, op);
-        fprintf(f, "}; gc_adamw_multi(u, 1, ctx->lr, ctx->beta1, ctx->beta2, ctx->eps, ctx->t); }\n");
+        fprintf(f, "}; if (ctx->gnorm_sq) gc_update_sumsq(u, 1, ctx->gnorm_sq); "
+                   "gc_adamw_multi(u, 1, ctx->lr, ctx->beta1, ctx->beta2, ctx->eps, ctx->t); }\n");
         return;
     case OP_ALLREDUCE:
         call_head(f, g, "gc_allreduce", op, NULL, 0);
@@ -571,8 +572,9 @@ static void emit_update_group(FILE *f, const Graph *g, int k, int n)
         emit_update_tensor(f, g, &g->ops[g->sched[k + i]]);
         fputc('\n', f);
     }
-    fprintf(f, "            };\n            gc_adamw_multi(u, %d, ctx->lr, ctx->beta1, ctx->beta2, ctx->eps, ctx->t);\n"
-               "        }\n", n);
+    fprintf(f, "            };\n            if (ctx->gnorm_sq)\n                gc_update_sumsq(u, %d, ctx->gnorm_sq);\n"
+               "            gc_adamw_multi(u, %d, ctx->lr, ctx->beta1, ctx->beta2, ctx->eps, ctx->t);\n"
+               "        }\n", n, n);
 }
 
 void emit_step_body(FILE *f, const Graph *g, const EmitOptions *opt)

@@ -141,8 +141,9 @@ static void print_help(const char *argv0, const gc_program *p)
                p->peak_flops);
     printf("  --seed N             seed for init, sampling and gradcheck (default %d)\n"
            "  --log FILE           write one JSON object per step to FILE (JSONL): step, loss, ms,\n"
-           "                       tok_per_s, lr, grad_norm (before clipping; null when the program\n"
-           "                       does not keep its gradients), val_loss, shard, batch, skipped\n"
+           "                       tok_per_s, lr, grad_norm (before clipping; a fused-opt program adds\n"
+           "                       it up in its updates when --log is given), val_loss, shard, batch,\n"
+           "                       skipped\n"
            "  --threads N          OpenMP/OpenBLAS threads (default: OpenMP's default)\n"
            "  --sample N           after training, generate and print N tokens (default 0)\n"
            "  --profile            time every op (waiting for the device after each) and print\n"

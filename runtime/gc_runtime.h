@@ -116,6 +116,11 @@ typedef struct {
 /* gc_adamw on each of u[0..n): on CUDA one launch (per 16 tensors), the
  * emitted step's update of a layer. Same results as n gc_adamw calls. */
 void gc_adamw_multi(const gc_adamw_tensor *u, int n, float lr, float beta1, float beta2, float eps, int t);
+/* (grad_norm.c) *acc += the sum of squares of the gradients u[0..n).g, in
+ * double (gc_device_sumsq per tensor, in order): the emitted step calls it
+ * before each update when ctx->gnorm_sq is set, so a program that updates
+ * inside its backward (fused-opt) still yields the step's global norm. */
+void gc_update_sumsq(const gc_adamw_tensor *u, int n, double *acc);
 
 /* Fill `bytes` bytes at p with quiet NaNs (debug builds: end of a lifetime). */
 void gc_poison(void *p, size_t bytes);
@@ -230,6 +235,8 @@ typedef struct gc_ctx {
     int micro;                   /* micro-batch of this run of the step, 0-based: parameter
                                     gradients accumulate when > 0 */
     int rank, nranks;            /* this process in the group (0 of 1 when not split) */
+    double *gnorm_sq;            /* when set, each update adds its gradients' sum of squares here
+                                    (gc_update_sumsq; the trainer's norm in fused-opt programs) */
 } gc_ctx;
 
 /* --profile: the emitted step calls GC_PROF(ctx, -1) on entry and

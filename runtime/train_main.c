@@ -301,13 +301,30 @@ static int ckpt_due(const gcrt_run *st, long step)
     return o->ckpt_dir && ((o->save_every > 0 && step % o->save_every == 0) || step == o->steps || stop_signal);
 }
 
+/* The step of a program that updates inside its backward (fused-opt). */
+static void run_fused_step(gcrt_run *st, gcrt_step_info *si)
+{
+    if (st->o.skip_nonfinite) {
+        si->loss = gcrt_run_step(st, GC_PHASE_FWD);   /* one micro-batch: the whole batch stays uploaded */
+        if (!isfinite(si->loss)) {
+            si->skipped = 1;
+            return;
+        }
+        st->prog->run(&st->ctx, GC_PHASE_BWD | GC_PHASE_OPT);
+        gc_device_sync();
+        return;
+    }
+    si->loss = gcrt_run_step(st, GC_PHASE_FWD | GC_PHASE_BWD | GC_PHASE_OPT);
+}
+
 /* One training step on the batch in st->inputs/targets. A program that keeps
  * all gradients (plain schedule) runs forward and backward, measures the
  * global gradient norm, clips, then updates: the update is skipped (and
  * si->skipped set) when the loss or the norm is not finite and
  * --skip-nonfinite is on. A fused-opt program updates inside its backward;
  * with --skip-nonfinite its forward runs first, alone, so a non-finite loss
- * can still skip the backward and the update. */
+ * can still skip the backward and the update; under --log its updates add up
+ * the global gradient norm (reported, not clipped: the updates have run). */
 static void run_step(gcrt_run *st, gcrt_step_info *si)
 {
     const gc_program *p = st->prog;
@@ -332,17 +349,12 @@ static void run_step(gcrt_run *st, gcrt_step_info *si)
         gc_device_sync();
         return;
     }
-    if (st->o.skip_nonfinite) {
-        si->loss = gcrt_run_step(st, GC_PHASE_FWD);   /* one micro-batch: the whole batch stays uploaded */
-        if (!isfinite(si->loss)) {
-            si->skipped = 1;
-            return;
-        }
-        p->run(&st->ctx, GC_PHASE_BWD | GC_PHASE_OPT);
-        gc_device_sync();
-        return;
-    }
-    si->loss = gcrt_run_step(st, GC_PHASE_FWD | GC_PHASE_BWD | GC_PHASE_OPT);
+    double sq = 0;   /* under --log, the updates add up the gradients' squares (grad_norm.c) */
+    st->ctx.gnorm_sq = st->log ? &sq : NULL;
+    run_fused_step(st, si);
+    if (st->ctx.gnorm_sq && !si->skipped)
+        si->gnorm = sqrt(sq);
+    st->ctx.gnorm_sq = NULL;
 }
 
 /* A non-finite loss or gradient norm without --skip-nonfinite: the run stops. */

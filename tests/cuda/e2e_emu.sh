@@ -29,6 +29,16 @@ paste cpu.loss emu.loss | awk -v steps="$steps" -v tol="$tol" '
       if (!(r <= tol)) bad = 1 }
     END { if (NR != steps || bad) { print "FAIL: losses differ"; exit 1 } print "ok" }'
 [ $? -eq 0 ] || exit 1
+# the global gradient norm in the log (fused-opt: added up by the updates,
+# grad_norm.c; with micro-batches: measured after the backward) against the CPU's
+norms() { sed -n 's/.*"grad_norm":\([^,}]*\).*/\1/p' "$1"; }
+normtol=1e-3
+[ "$prec" = bf16 ] && normtol=5e-2
+paste -d' ' "$(norms cpu.jsonl >cpu.norm; echo cpu.norm)" "$(norms emu.jsonl >emu.norm; echo emu.norm)" |
+    awk -v steps="$steps" -v tol="$normtol" '
+    { d = ($1 - $2) / $1; if (d < 0) d = -d; if (d > m) m = d; if (!(d <= tol)) bad = 1 }
+    END { printf "grad norms: max rel diff %.2e over %d steps (tol %s)\n", m, NR, tol; exit bad || NR != steps }' ||
+    { paste cpu.norm emu.norm; fail "gradient norms differ"; }
 # --profile on the CUDA program: the same losses, and a table whose rows name the CUDA step's ops
 ./train_emu --steps 2 --seed 1 --profile --log prof.jsonl >prof.out 2>&1 || fail "train_emu --profile: $(cat prof.out)"
 losses prof.jsonl >prof.loss

@@ -245,8 +245,15 @@ progress)  # the step's FLOPs baked in by gcompile, MFU's peak, the JSONL fields
     num='-?[0-9]+(\.[0-9]+)?(e[-+]?[0-9]+)?'
     n=$(grep -Ec "^\{\"step\":[12],\"loss\":$num,\"ms\":$num,\"tok_per_s\":$num,\"lr\":$num,\"grad_norm\":$num,\"shard\":0,\"batch\":[0-9]+\}\$" plain.jsonl)
     [ "$n" -eq 2 ] || fail "plain schedule log: $(cat plain.jsonl)"
-    n=$(grep -Ec "^\{\"step\":[12],\"loss\":$num,\"ms\":$num,\"tok_per_s\":$num,\"lr\":$num,\"grad_norm\":null,\"shard\":0,\"batch\":[0-9]+\}\$" fused.jsonl)
+    n=$(grep -Ec "^\{\"step\":[12],\"loss\":$num,\"ms\":$num,\"tok_per_s\":$num,\"lr\":$num,\"grad_norm\":$num,\"shard\":0,\"batch\":[0-9]+\}\$" fused.jsonl)
     [ "$n" -eq 2 ] || fail "fused-opt log: $(cat fused.jsonl)"
+    # the fused-opt program's norm, added up by its updates inside the backward, is the plain one's
+    norms() { sed -n 's/.*"loss":\([^,]*\),.*"grad_norm":\([^,]*\).*/\1 \2/p' "$1"; }
+    paste -d' ' "$(norms plain.jsonl >pn.txt; echo pn.txt)" "$(norms fused.jsonl >fn.txt; echo fn.txt)" |
+        awk '{ d = ($2 - $4) / $2; if (d < 0) d = -d; printf "step %d: loss %s %s, norm plain %s fused-opt %s\n", NR, $1, $3, $2, $4;
+               if ($1 != $3 || !(d <= 1e-6)) bad = 1 } END { exit bad || NR != 2 }' || fail "fused-opt norms differ from plain"
+    # without --log the fused-opt program does not measure it
+    ./t_fused --threads 2 --steps 1 | grep -q '^step .* | norm ' && fail "fused-opt program measured the norm without --log"
     ;;
 *) fail "unknown check $check" ;;
 esac
