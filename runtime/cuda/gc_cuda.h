@@ -169,7 +169,7 @@ void gc_cuda_check_errors(void);
 /* ---------------------------------------------------------------- kernels_cuda.cu */
 
 /* Scratch memory for cuBLASLt and for the deterministic reductions: the
- * two-pass column sums (reduce_rows, layernorm dw/db: up to
+ * chunked column sums (reduce_rows, layernorm dw/db: up to
  * 1024 x cols x 2 floats, fewer chunks when smaller) and embedding_bwd's sort
  * (8 bytes x n rounded up to a power of two; below that an O(n^2) fallback).
  * Used in stream order on gc_stream only, so one buffer serves every kernel.

@@ -6,7 +6,7 @@
  * sizes, flags). Row kernels (layernorm, softmax) put one warp on a row and
  * reduce with shuffles; cross-entropy puts a block on a row. Every reduction
  * has a fixed shape that depends only on the sizes (and on the workspace size
- * for the two-pass column sums), never on timing: no floating-point atomics,
+ * for the chunked column sums), never on timing: no floating-point atomics,
  * so a step is bit-reproducible.
  *
  * Kernels are templates over the storage type of activations (float, and
@@ -366,7 +366,8 @@ static MatmulPlan *plan_get(const MatmulPlan *key)
 
 template <class T> static void fill(T *x, long n, float value);
 
-/* c (n / N, N) += bias (N) */
+/* c (n / N, N) += bias (N). Only for a bias under 16-byte aligned (below),
+ * so one element at a time: no 16-byte vector of it exists. */
 template <class T> __global__ void add_bias_kernel(T *c, const T *bias, long n, long N)
 {
     long e = (long)blockIdx.x * blockDim.x + threadIdx.x;

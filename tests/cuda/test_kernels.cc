@@ -1386,6 +1386,11 @@ static void test_attention()
         }
 }
 
+/* --error-case K: this process runs only the CUDA side of error case K. The
+ * parent runs each case that way, a fresh process (fork, then exec of this
+ * program): the CUDA runtime does not survive a fork on a real GPU. */
+static int error_case = -1;
+
 static void test_errors()
 {
     IVec idx = {1, 2, 77, 0};
@@ -1407,9 +1412,22 @@ static void test_errors()
          [&] { Vec g(40), dl = {1.0f}; IVec t = {1, 20, 3, 4}; cpu_crossentropy_bwd(g.data(), dl.data(), logits.data(), t.data(), 4, 10, 10, 0); },
          [&] { Dev d; IVec t = {1, 20, 3, 4}; gc_crossentropy_bwd(d.up(Vec(40)), d.up(Vec{1.0f}), d.up(logits), d.up(t), 4, 10, 10, 0); gc_device_sync(); }},
     };
-    for (auto &c : cases) {
+    for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
+        auto &c = cases[k];
+        if (error_case >= 0) {
+            if ((size_t)error_case == k) {
+                c.gpu();   /* exits 1 with the error */
+                exit(0);
+            }
+            continue;
+        }
         std::string ecpu, egpu;
-        int rc_cpu = in_child(c.cpu, &ecpu), rc_gpu = in_child(c.gpu, &egpu);
+        int rc_cpu = in_child(c.cpu, &ecpu), rc_gpu = in_child([k] {
+            char arg[32];
+            snprintf(arg, sizeof arg, "%zu", k);
+            execl("/proc/self/exe", "test_kernels", "--error-case", arg, (char *)NULL);
+            _exit(127);
+        }, &egpu);
         /* the first line: sanitizers may add their own after exit() in a forked child */
         ecpu = ecpu.substr(0, ecpu.find('\n'));
         egpu = egpu.substr(0, egpu.find('\n'));
@@ -1429,6 +1447,10 @@ static void test_errors()
 int main(int argc, char **argv)
 {
     const char *filter = argc > 1 ? argv[1] : "";
+    if (argc > 2 && !strcmp(argv[1], "--error-case")) {
+        error_case = atoi(argv[2]);
+        filter = "errors";
+    }
     char err[256] = "";
 #ifdef GCEMU
     /* no device: a one-line reason, non-zero */
@@ -1444,8 +1466,9 @@ int main(int argc, char **argv)
         printf("SKIP: %s\n", err);
         return 77;
     }
-    printf("device: %s, %.1f TFLOP/s bf16 peak, %zu MiB free\n", gc_device_name(), gc_device_peak_flops(1) / 1e12,
-           gc_device_free_bytes() >> 20);
+    if (error_case < 0)
+        printf("device: %s, %.1f TFLOP/s bf16 peak, %zu MiB free\n", gc_device_name(), gc_device_peak_flops(1) / 1e12,
+               gc_device_free_bytes() >> 20);
     workspace = gc_device_alloc(GC_CUDA_WORKSPACE_BYTES);
     set_ws(GC_CUDA_WORKSPACE_BYTES);
 
