@@ -449,6 +449,7 @@ static void predict(const Graph *g, DriverOptions *o)
     o->emit.device = o->device ? o->device : cuda ? "h100" : "cpu";
     o->emit.predicted_s = c.seconds;
     o->emit.predicted_mfu = c.mfu;
+    o->emit.device_peak_flops = o->device ? c.peak_flops : 0;
 }
 
 /* --recompute MODE: the same choice for every layer */
