@@ -35,6 +35,7 @@ typedef struct EmitOptions {
     /* the cost model's prediction (passes/costs.c), for plan-text; device NULL: none */
     const char *device;
     double predicted_s, predicted_mfu;
+    const char *recompute_layers;   /* each layer's recompute mode (n, s, f; layer 0 first), or NULL */
 } EmitOptions;
 
 /* ---------------------------------------------------------------- plan_json.c */

@@ -2,6 +2,7 @@
  *   main.c    options and the list of passes
  *   output.c  artifacts: --emit kinds, atomic files, the budget check
  *   build.c   building the executable (cc or nvcc, linked with runtime/)
+ *   search.c  the budget search: micro-batches and per-layer recompute
  */
 #ifndef GC_DRIVER_H
 #define GC_DRIVER_H
@@ -22,6 +23,9 @@ typedef struct DriverOptions {
     int no_reuse, no_fuse, gpus, verbose;
     int micro_batches;       /* --micro-batches K (0: not given) */
     int recompute;           /* --recompute: RC_NONE, RC_SELECTIVE, RC_FULL, or -1 (auto) */
+    const char *rc_layers;   /* --recompute LIST: a letter per layer (n, s, f), or NULL */
+    int search_exhaustive;   /* --search exhaustive */
+    char *search_layers;     /* the budget search's per-layer choice (owned), or NULL */
     const char *device;      /* --device PROFILE (passes/costs.c), NULL: by target */
     long classifier_chunk;   /* rows per chunk of the fused classifier */
     const char *cc;
@@ -57,6 +61,24 @@ const char *human_bytes(char *buf, size_t n, double bytes);
  * weighed, to the chosen one (1: plan it), or keeps the chosen graph, with
  * the candidates in g->split_report (0). -1 after an error (none fits). */
 int driver_split_auto(Graph *g, DriverOptions *o);
+
+/* ---------------------------------------------------------------- main.c */
+/* The passes from the AST to a checked plan with the levers of o; NULL
+ * after reported errors. */
+Graph *driver_lower(struct Ast *ast, const DriverOptions *o);
+
+/* ---------------------------------------------------------------- search.c */
+/* --mem with --recompute auto and no --micro-batches: the micro-batch count
+ * and per-layer recompute modes with the least predicted step time whose
+ * real plan fits (docs/budget.md); sets o->search_layers and
+ * o->emit.recompute_layers. NULL after an error (nothing fits: the
+ * smallest budget found and its largest part). */
+Graph *driver_search(struct Ast *ast, DriverOptions *o);
+/* The cost model's step time and MFU on --device (default: by target), into
+ * o->emit for the reports. */
+void driver_predict(const Graph *g, DriverOptions *o);
+/* The choice of a --recompute LIST letter: n, s, f. */
+RecomputeChoice driver_rc_choice(char letter);
 
 /* ---------------------------------------------------------------- build.c */
 /* Emits the program, compiles and links it to o->output (default "train"). */
