@@ -26,6 +26,7 @@ typedef struct DriverOptions {
     const char *rc_layers;   /* --recompute LIST: a letter per layer (n, s, f), or NULL */
     int search_exhaustive;   /* --search exhaustive */
     char *search_layers;     /* the budget search's per-layer choice (owned), or NULL */
+    int bound_only;          /* lower_back stops at the arena's lower bound (no offsets, no check) */
     const char *device;      /* --device PROFILE (passes/costs.c), NULL: by target */
     long classifier_chunk;   /* rows per chunk of the fused classifier */
     const char *cc;
@@ -66,6 +67,11 @@ int driver_split_auto(Graph *g, DriverOptions *o);
 /* The passes from the AST to a checked plan with the levers of o; NULL
  * after reported errors. */
 Graph *driver_lower(struct Ast *ast, const DriverOptions *o);
+/* driver_lower in two halves: up to the parallel split (the levers' common
+ * prefix), then recomputation to the checked plan on that graph (freed and
+ * NULL after reported errors). */
+Graph *driver_lower_front(struct Ast *ast, const DriverOptions *o);
+Graph *driver_lower_back(Graph *g, const DriverOptions *o);
 
 /* ---------------------------------------------------------------- search.c */
 /* --mem with --recompute auto and no --micro-batches: the micro-batch count

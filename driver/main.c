@@ -473,9 +473,10 @@ static int recompute_layers(Graph *g, const DriverOptions *o)
     return 0;
 }
 
-/* The passes from the AST to a checked plan, with the levers of o
- * (micro_batches, recompute); NULL after reported errors. */
-static Graph *lower(Ast *ast, DriverOptions o)
+/* The passes from the AST up to the parallel split, with the levers of o
+ * (micro_batches; not recompute): the prefix the budget search lowers once
+ * per micro-batch count. NULL after reported errors. */
+static Graph *lower_front(Ast *ast, DriverOptions o)
 {
     Graph *g = NULL;
     PASS(&o, "build", g = ir_build(ast, &o.build));
@@ -520,6 +521,13 @@ static Graph *lower(Ast *ast, DriverOptions o)
         return NULL;
     }
     ir_verify(g);
+    return g;
+}
+
+/* The rest of lower() on g from lower_front: recomputation, schedule and
+ * the checked plan. Frees g and returns NULL after reported errors. */
+static Graph *lower_back(Graph *g, DriverOptions o)
+{
     if (o.recompute > RC_NONE || o.rc_layers) {
         int bad = 0;
         PASS(&o, "recompute", bad = recompute_layers(g, &o));
@@ -534,6 +542,10 @@ static Graph *lower(Ast *ast, DriverOptions o)
         pass_workspace(g, (size_t)32 << 20);   /* cuBLASLt + reductions (gc_cuda.h) */
     ir_verify(g);
     PASS(&o, "liveness", fill_liveness(g));
+    if (o.bound_only) {        /* the budget search's screening: the arena's lower bound, no plan */
+        fill_arena_lower_bound(g);
+        return g;
+    }
     PASS(&o, "memplan", pass_memplan(g));
     ir_verify(g);
     char err[512];
@@ -541,7 +553,17 @@ static Graph *lower(Ast *ast, DriverOptions o)
     return g;
 }
 
+/* The passes from the AST to a checked plan, with the levers of o
+ * (micro_batches, recompute); NULL after reported errors. */
+static Graph *lower(Ast *ast, DriverOptions o)
+{
+    Graph *g = lower_front(ast, o);
+    return g ? lower_back(g, o) : NULL;
+}
+
 Graph *driver_lower(Ast *ast, const DriverOptions *o) { return lower(ast, *o); }
+Graph *driver_lower_front(Ast *ast, const DriverOptions *o) { return lower_front(ast, *o); }
+Graph *driver_lower_back(Graph *g, const DriverOptions *o) { return lower_back(g, *o); }
 
 int main(int argc, char **argv)
 {

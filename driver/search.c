@@ -12,6 +12,12 @@
 static const char *const mode_names[] = {"none", "selective", "full"};
 static const char mode_letters[] = "nsf";
 
+/* The walk screens every staircase whose modelled bound exceeds the budget
+ * by at most this share of the arena without recomputation, at most this
+ * many. */
+#define SEARCH_SLACK 0.02
+#define SEARCH_MAX_WALK 64
+
 RecomputeChoice driver_rc_choice(char letter)
 {
     return letter == 'f' ? RC_FULL : letter == 's' ? RC_SELECTIVE : RC_NONE;
@@ -43,9 +49,28 @@ static size_t plan_total(const Graph *g, const DriverOptions *o)
 typedef struct Cand {
     int K;
     char *modes;         /* "ffsn": layer 0 first */
-    size_t peak;         /* planned: regions (+ CUDA reserve) */
+    size_t peak;         /* planned: regions (+ CUDA reserve); screened: bound */
+    size_t bound;        /* the same with the arena's lower bound */
+    size_t arena;        /* planned: the arena region */
     double seconds;      /* predicted step time */
 } Cand;
+
+/* One micro-batch count: its lowered prefix (lower_front, cloned for each
+ * plan), the exact time each layer's recompute adds, and the model of the
+ * peak's lower bound fitted to its calibration screens. */
+typedef struct Level {
+    int K;
+    Graph *front;
+    int calibrated;          /* 0: not yet, 1: done, -1: pruned (cannot beat the best) */
+    double t0;               /* predicted step time, nothing recomputed */
+    double *cost;            /* cost[3*l + m]: seconds layer l's recompute ops add in mode m */
+    size_t persist;          /* the regions other than the arena (+ CUDA reserve) */
+    double arena;            /* the arena, nothing recomputed */
+    double pn;               /* bound, nothing recomputed */
+    double dmid[3], dtop[3]; /* bound change per layer below the top / of the top layer, by mode */
+    char *done;              /* done[a*(L+1)+b]: staircase (a, b) 1 screened, 2 planned */
+    size_t *bound;           /* bound[a*(L+1)+b]: its bound once done */
+} Level;
 
 /* The search's state: the options, what it planned, the best that fits and
  * the smallest plan. */
@@ -54,9 +79,11 @@ typedef struct Search {
     const DriverOptions *o;
     int nlayers;
     long B;
-    int planned;                 /* real plans made */
+    int planned, screened;       /* real plans made, bounds computed */
     Graph *best, *small;         /* owned */
     Cand best_c, small_c;
+    Level *lv;
+    int nlv;
 } Search;
 
 static void cand_set(Cand *dst, const Cand *src)
@@ -66,8 +93,7 @@ static void cand_set(Cand *dst, const Cand *src)
     dst->modes = xstrdup(src->modes);
 }
 
-/* "fffs" -> "full x3, selective x1"-like label for messages: the letters
- * when the layers differ, the mode's name when all agree. */
+/* The mode's name when all layers agree, else the letters (messages). */
 static const char *modes_label(const char *modes)
 {
     for (const char *p = modes; *p; p++)
@@ -76,27 +102,21 @@ static const char *modes_label(const char *modes)
     return modes[0] ? mode_names[driver_rc_choice(modes[0])] : "none";
 }
 
-/* Plans candidate c with the real pipeline (lower + plan_check), fills its
- * peak and predicted time, and keeps the graph when it is the best that fits
- * or the smallest so far. 0, or -1 after a reported error. */
-static int plan(Search *s, Cand *c)
+/* The cost model's device for o (as driver_predict). */
+static DeviceProfile profile(const DriverOptions *o)
 {
-    DriverOptions d = *s->o;
-    d.verbose = 0;
-    d.micro_batches = c->K;
-    d.recompute = RC_NONE;
-    d.rc_layers = s->nlayers > 0 ? c->modes : NULL;
-    Graph *g = driver_lower(s->ast, &d);
-    if (!g)
-        return -1;
-    s->planned++;
-    driver_predict(g, &d);
-    c->peak = plan_total(g, s->o);
-    c->seconds = d.emit.predicted_s;
+    int cuda = !strcmp(o->emit.target, "cuda");
+    DeviceProfile d = *device_profile(o->device ? o->device : cuda ? "h100" : "cpu");
+    if (cuda && !o->emit.no_tf32)
+        d.mm_flops[0] = d.tf32_flops;
+    return d;
+}
+
+/* Keeps planned graph g (candidate c) when it is the best that fits or the
+ * smallest so far; frees what is no longer either. */
+static void keep(Search *s, Graph *g, const Cand *c)
+{
     int fits = c->peak <= s->o->emit.budget_bytes;
-    if (s->o->verbose)
-        fprintf(stderr, "gcompile: search: K=%d recompute %-9s peak %zu predicted %.6f ms%s\n", c->K,
-                modes_label(c->modes), c->peak, c->seconds * 1e3, fits ? " fits" : "");
     int is_best = fits && (!s->best || c->seconds < s->best_c.seconds);
     int is_small = !s->small || c->peak < s->small_c.peak;
     Graph *ob = s->best, *os = s->small;
@@ -113,6 +133,56 @@ static int plan(Search *s, Cand *c)
     if (os && os != ob && os != s->best && os != s->small)
         graph_free(os);
     if (!is_best && !is_small)
+        graph_free(g);
+}
+
+/* Candidate c through the real pipeline on a copy of its level's prefix
+ * (lower_back: recompute, schedule, liveness, then) either the memory plan
+ * and plan_check (real: c->peak is the plan's, and the graph is kept when it
+ * is the best that fits or the smallest) or only the arena's lower bound
+ * (c->peak = c->bound). Fills c's time; when cost is not NULL, adds each
+ * layer's recompute time to cost[3*l + m]. 0, or -1 after a reported error. */
+static int plan(Search *s, Level *lv, Cand *c, double *cost, int real)
+{
+    DriverOptions d = *s->o;
+    d.verbose = 0;
+    d.micro_batches = c->K;
+    d.recompute = RC_NONE;
+    d.rc_layers = s->nlayers > 0 ? c->modes : NULL;
+    d.bound_only = !real;
+    Graph *g = driver_lower_back(graph_clone(lv->front), &d);
+    if (!g)
+        return -1;
+    driver_predict(g, &d);
+    c->seconds = d.emit.predicted_s;
+    if (real) {
+        s->planned++;
+        c->peak = plan_total(g, s->o);
+        c->arena = g->region_bytes[RG_ARENA];
+        if (!lv->persist)
+            lv->persist = c->peak - c->arena;
+    } else {
+        s->screened++;
+    }
+    c->bound = lv->persist + g->region_lower_bound[RG_ARENA];
+    if (!real)
+        c->peak = c->bound;
+    if (cost) {
+        DeviceProfile dp = profile(s->o);
+        for (int k = 0; k < g->nsched; k++) {
+            const Op *op = &g->ops[g->sched[k]];
+            if (op->phase == PH_RECOMPUTE && op->layer >= 0 && op->layer < s->nlayers)
+                cost[3 * op->layer + driver_rc_choice(c->modes[op->layer])] += op_cost(g, op, &dp) * c->K;
+        }
+    }
+    int fits = c->peak <= s->o->emit.budget_bytes;
+    if (s->o->verbose)
+        fprintf(stderr, "gcompile: search: K=%d recompute %s %s %zu predicted %.6f ms%s\n", c->K,
+                c->modes, real ? "peak" : "bound", c->peak, c->seconds * 1e3,
+                fits ? real ? " fits" : " (bound fits)" : "");
+    if (real)
+        keep(s, g, c);
+    else
         graph_free(g);
     return 0;
 }
@@ -132,38 +202,181 @@ static int search_exhaustive(Search *s)
     Cand c = {0};
     c.modes = xcalloc((size_t)s->nlayers + 1, 1);
     int rc = 0;
-    for (long K = 1; K <= s->B && !rc; K++) {
-        if (s->B % K)
-            continue;
-        c.K = (int)K;
+    for (int i = 0; i < s->nlv && !rc; i++) {
+        c.K = s->lv[i].K;
         for (long a = 0; a < (long)n && !rc; a++) {
             long x = a;
             for (int l = 0; l < s->nlayers; l++, x /= 3)
                 c.modes[l] = mode_letters[x % 3];
-            rc = plan(s, &c);
+            rc = plan(s, &s->lv[i], &c, NULL, 1);
         }
     }
     free(c.modes);
     return rc;
 }
 
-/* The default search. */
+/* The staircase (a, b): layers [0, a) full, [a, a+b) selective, the rest
+ * none, into modes (L + 1 bytes). */
+static void staircase(char *modes, int L, int a, int b)
+{
+    for (int l = 0; l < L; l++)
+        modes[l] = l < a ? 'f' : l < a + b ? 's' : 'n';
+    modes[L] = '\0';
+}
+
+/* Exact predicted time of staircase (a, b) at level lv: the plan without
+ * recomputation plus each layer's recompute ops (they depend only on that
+ * layer's mode). */
+static double stair_seconds(const Search *s, const Level *lv, int a, int b)
+{
+    double t = lv->t0;
+    for (int l = 0; l < a + b && l < s->nlayers; l++)
+        t += lv->cost[3 * l + (l < a ? RC_FULL : RC_SELECTIVE)];
+    return t;
+}
+
+/* The model's bound of staircase (a, b): additive over layers, the top
+ * layer's change measured apart (its recompute runs at once, so it saves
+ * less). */
+static double stair_bound(const Search *s, const Level *lv, int a, int b)
+{
+    int L = s->nlayers, c = L - a - b;
+    if (L == 0)
+        return lv->pn;
+    int top = c > 0 ? RC_NONE : b > 0 ? RC_SELECTIVE : RC_FULL;
+    int fa = top == RC_FULL ? a - 1 : a, sb = top == RC_SELECTIVE ? b - 1 : b;
+    return lv->pn + fa * lv->dmid[RC_FULL] + sb * lv->dmid[RC_SELECTIVE] + lv->dtop[top];
+}
+
+/* Staircase (a, b) at level lv, screened (real 0) or planned (1), unless
+ * done before; 1 when done before (c not filled), 0, -1 after an error. */
+static int plan_stair(Search *s, Level *lv, int a, int b, Cand *c, double *cost, int real)
+{
+    int L = s->nlayers, k = a * (L + 1) + b;
+    c->K = lv->K;
+    staircase(c->modes, L, a, b);
+    if (lv->done[k] >= 1 + real && !cost)
+        return 1;
+    lv->done[k] = (char)(1 + real);
+    int rc = plan(s, lv, c, cost, real);
+    lv->bound[k] = c->bound;
+    return rc;
+}
+
+/* Calibrates level lv: the plan without recomputation (its time, the
+ * persistent regions), then bounds of the uniform modes with and without
+ * the top layer (each layer's exact recompute time, the model's per-layer
+ * changes). A level whose time without recomputation cannot beat the best
+ * plan found is pruned. */
+static int calibrate(Search *s, Level *lv, Cand *c)
+{
+    int L = s->nlayers;
+    lv->cost = xcalloc((size_t)(3 * L + 3), sizeof(double));
+    lv->done = xcalloc((size_t)(L + 1) * (size_t)(L + 1), 1);
+    lv->bound = xcalloc((size_t)(L + 1) * (size_t)(L + 1), sizeof *lv->bound);
+    if (plan_stair(s, lv, 0, 0, c, NULL, 1) < 0)
+        return -1;
+    lv->t0 = c->seconds;
+    lv->pn = (double)c->bound;
+    lv->arena = (double)c->arena;
+    lv->calibrated = 1;
+    if (s->best && lv->t0 >= s->best_c.seconds) {
+        lv->calibrated = -1;
+        return 0;
+    }
+    for (int m = RC_SELECTIVE; m <= RC_FULL && L > 0; m++) {
+        double *tmp = xcalloc((size_t)(3 * L + 3), sizeof(double));
+        int a = m == RC_FULL ? L : 0, b = L - a;
+        if (plan_stair(s, lv, a, b, c, tmp, 0) < 0) {
+            free(tmp);
+            return -1;
+        }
+        double all = (double)c->bound;
+        for (int l = 0; l < L; l++)
+            lv->cost[3 * l + m] = tmp[3 * l + m];
+        free(tmp);
+        if (L == 1) {
+            lv->dtop[m] = all - lv->pn;
+            continue;
+        }
+        if (plan_stair(s, lv, m == RC_FULL ? L - 1 : 0, m == RC_FULL ? 0 : L - 1, c, NULL, 0) < 0)
+            return -1;
+        lv->dmid[m] = ((double)c->bound - lv->pn) / (L - 1);
+        lv->dtop[m] = all - (double)c->bound;
+    }
+    return 0;
+}
+
+/* A staircase the walk may plan, in order of predicted time. */
+typedef struct Step {
+    double seconds, bound;
+    int level, a, b;
+} Step;
+
+static int by_seconds(const void *x, const void *y)
+{
+    const Step *p = x, *q = y;
+    return p->seconds < q->seconds ? -1 : p->seconds > q->seconds;
+}
+
+/* Nothing fit: plans each level's staircase of the least modelled bound,
+ * so that the smallest plan reported is as small as the model can tell. */
+static int plan_smallest(Search *s, Cand *c)
+{
+    int L = s->nlayers;
+    for (int i = 0; i < s->nlv; i++) {
+        Level *lv = &s->lv[i];
+        if (lv->calibrated != 1)
+            continue;
+        int ba = 0, bb = 0;
+        for (int a = 0; a <= L; a++)
+            for (int b = 0; a + b <= L; b++)
+                if (stair_bound(s, lv, a, b) < stair_bound(s, lv, ba, bb))
+                    ba = a, bb = b;
+        if (plan_stair(s, lv, ba, bb, c, NULL, 1) < 0)
+            return -1;
+    }
+    return 0;
+}
+
+/* The default search (docs/budget.md): calibrate each level, then walk all
+ * staircases of all levels cheapest first; screen those the model lets
+ * through, plan those whose bound fits; the first plan that fits wins. */
 static int search_fast(Search *s)
 {
+    int L = s->nlayers, rc = 0;
     Cand c = {0};
-    c.modes = xcalloc((size_t)s->nlayers + 1, 1);
-    int rc = 0;
-    for (long K = 1; K <= s->B && !rc; K++) {
-        if (s->B % K)
+    c.modes = xcalloc((size_t)L + 1, 1);
+    for (int i = 0; i < s->nlv && !rc; i++)
+        rc = calibrate(s, &s->lv[i], &c);
+    size_t per = (size_t)(L + 1) * (size_t)(L + 2) / 2, n = 0;
+    Step *st = xmalloc((size_t)s->nlv * per * sizeof *st);
+    for (int i = 0; i < s->nlv && !rc; i++) {
+        if (s->lv[i].calibrated != 1)
             continue;
-        c.K = (int)K;
-        for (int m = RC_NONE; m <= RC_FULL && !rc; m++) {
-            memset(c.modes, mode_letters[m], (size_t)s->nlayers);
-            rc = plan(s, &c);
-            if (!rc && c.peak <= s->o->emit.budget_bytes)
-                break;
-        }
+        for (int a = 0; a <= L; a++)
+            for (int b = 0; a + b <= L; b++)
+                st[n++] = (Step){stair_seconds(s, &s->lv[i], a, b), stair_bound(s, &s->lv[i], a, b), i, a, b};
     }
+    qsort(st, n, sizeof *st, by_seconds);
+    double budget = (double)s->o->emit.budget_bytes;
+    int walked = 0;
+    for (size_t k = 0; k < n && !rc && walked < SEARCH_MAX_WALK; k++) {
+        Level *lv = &s->lv[st[k].level];
+        if (s->best && st[k].seconds >= s->best_c.seconds)
+            break;                     /* nothing cheaper is left */
+        if (st[k].bound > budget + SEARCH_SLACK * lv->arena)
+            continue;                  /* the model says it cannot fit */
+        walked++;
+        rc = plan_stair(s, lv, st[k].a, st[k].b, &c, NULL, 0);      /* its bound, unless known */
+        if (rc >= 0 && lv->bound[st[k].a * (L + 1) + st[k].b] <= s->o->emit.budget_bytes)
+            rc = plan_stair(s, lv, st[k].a, st[k].b, &c, NULL, 1);  /* may fit: the real plan */
+        if (rc > 0)
+            rc = 0;
+    }
+    free(st);
+    if (!rc && !s->best)
+        rc = plan_smallest(s, &c);
     free(c.modes);
     return rc;
 }
@@ -175,18 +388,36 @@ Graph *driver_search(Ast *ast, DriverOptions *o)
     d.micro_batches = 1;
     d.recompute = RC_NONE;
     d.rc_layers = NULL;
-    Graph *g = driver_lower(ast, &d);   /* the dims and the layers */
+    Graph *g = driver_lower_front(ast, &d);   /* the dims and the layers */
     if (!g)
         return NULL;
     Search s = {.ast = ast, .o = o, .nlayers = graph_layers(g), .B = graph_dim(g, "B")};
     if (s.B < 1)
         s.B = 1;
-    graph_free(g);
-    int rc = o->search_exhaustive ? search_exhaustive(&s) : search_fast(&s);
+    s.lv = xcalloc((size_t)s.B, sizeof *s.lv);
+    int rc = 0;
+    for (long K = 1; K <= s.B && !rc; K++) {   /* a level per micro-batch count dividing B */
+        if (s.B % K)
+            continue;
+        Level *lv = &s.lv[s.nlv++];
+        lv->K = (int)K;
+        d.micro_batches = (int)K;
+        lv->front = K == 1 ? g : driver_lower_front(ast, &d);
+        rc = lv->front ? 0 : -1;
+    }
+    if (!rc)
+        rc = o->search_exhaustive ? search_exhaustive(&s) : search_fast(&s);
+    for (int i = 0; i < s.nlv; i++) {
+        graph_free(s.lv[i].front);
+        free(s.lv[i].cost);
+        free(s.lv[i].done);
+        free(s.lv[i].bound);
+    }
+    free(s.lv);
     if (rc == 0 && s.best) {
         if (o->verbose)
-            fprintf(stderr, "gcompile: search: chose K=%d recompute %s peak %zu predicted %.6f ms (%d plans)\n",
-                    s.best_c.K, s.best_c.modes, s.best_c.peak, s.best_c.seconds * 1e3, s.planned);
+            fprintf(stderr, "gcompile: search: chose K=%d recompute %s peak %zu predicted %.6f ms (%d plans, %d bounds)\n",
+                    s.best_c.K, s.best_c.modes, s.best_c.peak, s.best_c.seconds * 1e3, s.planned, s.screened);
         if (s.small != s.best)
             graph_free(s.small);
         o->search_layers = s.best_c.modes;     /* main frees it */
