@@ -3,6 +3,7 @@
  *   output.c  artifacts: --emit kinds, atomic files, the budget check
  *   build.c   building the executable (cc or nvcc, linked with runtime/)
  *   search.c  the budget search: micro-batches and per-layer recompute
+ *   sweep.c   --emit budget-sweep: the search over a range of budgets
  */
 #ifndef GC_DRIVER_H
 #define GC_DRIVER_H
@@ -48,6 +49,10 @@ int driver_emit(const Graph *g, const DriverOptions *o);
 /* --emit plan-diff: reads the plans o->input and o->input2 and writes the
  * comparison page; 0, or 1 after a one-line error. */
 int driver_emit_diff(const DriverOptions *o);
+/* Runs write(f, arg) into path, or stdout when path is NULL or "-"; a file
+ * is written atomically. write returns 0, -2 after reporting its own error,
+ * else writing failed. 0, or 1 after an error. */
+int driver_write(const char *path, int (*write)(FILE *, const void *), const void *arg);
 /* 1 (after a message) when the plan exceeds --mem. */
 int driver_check_budget(const Graph *g, const DriverOptions *o);
 /* 1 (after located errors) when the graph lacks what the emitted trainer
@@ -80,6 +85,31 @@ Graph *driver_lower_back(Graph *g, const DriverOptions *o);
  * o->emit.recompute_layers. NULL after an error (nothing fits: the
  * smallest budget found and its largest part). */
 Graph *driver_search(struct Ast *ast, DriverOptions *o);
+/* The search, reusable over budgets (--emit budget-sweep): the levels are
+ * lowered once; each run weighs one budget; plans and bounds made by one
+ * run serve the next. */
+typedef struct Search Search;
+typedef struct SearchPick {
+    int fits;              /* 1: the least predicted time that fits; 0: nothing fits, the smallest plan */
+    int K;                 /* micro-batches */
+    const char *modes;     /* a letter per layer (n, s, f); until the next run */
+    size_t peak;           /* planned bytes (+ CUDA reserve) */
+    double seconds;        /* predicted step time */
+    const Graph *graph;    /* the plan when this run made it, else NULL */
+} SearchPick;
+/* NULL after reported errors. */
+Search *search_open(struct Ast *ast, const DriverOptions *o);
+/* 0: *p fits budget; 1: nothing fits (*p: the smallest plan); -1 after an error. */
+int search_run(Search *s, size_t budget, SearchPick *p);
+/* The last run's pick's graph, now the caller's (NULL when an earlier run made it). */
+Graph *search_take(Search *s);
+void search_close(Search *s);
+/* ---------------------------------------------------------------- sweep.c */
+/* --emit budget-sweep: the search at 20 budgets from the smallest plan to
+ * the unconstrained one; text, or SVG when o->output ends in .svg. 0, or 1
+ * after an error. */
+int driver_budget_sweep(struct Ast *ast, DriverOptions *o);
+
 /* The cost model's step time and MFU on --device (default: by target), into
  * o->emit for the reports. */
 void driver_predict(const Graph *g, DriverOptions *o);

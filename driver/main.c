@@ -76,7 +76,11 @@ static void usage(FILE *f)
         "                         each parameter's last gradient write; default)\n"
         "      --emit KIND        write one artifact instead of building:\n"
         "                           ir, summary, c, cuda, plan, plan-text, plan-svg,\n"
-        "                           plan-html (the plan explorer: one offline web page)\n"
+        "                           plan-html (the plan explorer: one offline web page),\n"
+        "                           budget-sweep (the budget search at 20 budgets from the\n"
+        "                           smallest plan to the unconstrained one: chosen K,\n"
+        "                           recompute, peak, predicted time; SVG plot when OUT\n"
+        "                           ends in .svg)\n"
         "      --emit plan-diff A.json B.json\n"
         "                         instead of a graph: a web page comparing two plans\n"
         "                         (from --emit plan) of the same graph\n"
@@ -173,7 +177,7 @@ static int parse_no_fuse(const char *arg, int *mask)
 }
 
 static const char *const emit_kinds[] = {"ir", "summary", "c", "cuda", "plan", "plan-text", "plan-svg",
-                                         "plan-html", "plan-diff", NULL};
+                                         "plan-html", "plan-diff", "budget-sweep", NULL};
 
 static int parse_args(int argc, char **argv, DriverOptions *o)
 {
@@ -253,7 +257,7 @@ static int parse_args(int argc, char **argv, DriverOptions *o)
                 ok |= !strcmp(optarg, emit_kinds[i]);
             if (!ok) {
                 fprintf(stderr, "gcompile: error: --emit: unknown kind '%s' (ir, summary, c, cuda, plan, "
-                                "plan-text, plan-svg, plan-html, plan-diff)\n", optarg);
+                                "plan-text, plan-svg, plan-html, plan-diff, budget-sweep)\n", optarg);
                 return 1;
             }
             o->emit_kind = optarg;
@@ -582,6 +586,10 @@ int main(int argc, char **argv)
     PASS(&o, "parse", ast = parse_file(o.input));
     if (!ast || diag_count())
         goto done;
+    if (o.emit_kind && !strcmp(o.emit_kind, "budget-sweep")) {   /* the search at many budgets */
+        rc = driver_budget_sweep(ast, &o);
+        goto done;
+    }
 plan_again:   /* --split auto plans each candidate split, then the chosen one */
     if (o.emit.budget_bytes && o.recompute < 0 && o.micro_batches == 0 && o.gpus <= 1)   /* with a split: not yet */
         PASS(&o, "search", g = driver_search(ast, &o));

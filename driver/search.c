@@ -70,21 +70,27 @@ typedef struct Level {
     double dmid[3], dtop[3]; /* bound change per layer below the top / of the top layer, by mode */
     char *done;              /* done[a*(L+1)+b]: staircase (a, b) 1 screened, 2 planned */
     size_t *bound;           /* bound[a*(L+1)+b]: its bound once done */
+    size_t *peak;            /* peak[a*(L+1)+b]: its peak once planned */
+    double *secs;            /* secs[a*(L+1)+b]: its predicted time once done */
+    int *run;                /* run[a*(L+1)+b]: the search_run that last counted its plan */
 } Level;
 
-/* The search's state: the options, what it planned, the best that fits and
- * the smallest plan. */
-typedef struct Search {
+/* The search's state: the options, the levels, what it planned; per run
+ * (search_run), the budget, the best plan that fits and the smallest. */
+struct Search {
     Ast *ast;
     const DriverOptions *o;
     int nlayers;
     long B;
-    int planned, screened;       /* real plans made, bounds computed */
-    Graph *best, *small;         /* owned */
-    Cand best_c, small_c;
+    int planned, screened;       /* real plans made, bounds computed (all runs) */
     Level *lv;
     int nlv;
-} Search;
+    int run;                     /* runs so far */
+    size_t budget;
+    int has_best, has_small;
+    Graph *best, *small;         /* owned; NULL when the plan was made by an earlier run */
+    Cand best_c, small_c;
+};
 
 static void cand_set(Cand *dst, const Cand *src)
 {
@@ -116,16 +122,18 @@ static DeviceProfile profile(const DriverOptions *o)
  * smallest so far; frees what is no longer either. */
 static void keep(Search *s, Graph *g, const Cand *c)
 {
-    int fits = c->peak <= s->o->emit.budget_bytes;
-    int is_best = fits && (!s->best || c->seconds < s->best_c.seconds);
-    int is_small = !s->small || c->peak < s->small_c.peak;
+    int fits = c->peak <= s->budget;
+    int is_best = fits && (!s->has_best || c->seconds < s->best_c.seconds);
+    int is_small = !s->has_small || c->peak < s->small_c.peak;
     Graph *ob = s->best, *os = s->small;
     if (is_best) {
         s->best = g;
+        s->has_best = 1;
         cand_set(&s->best_c, c);
     }
     if (is_small) {
         s->small = g;
+        s->has_small = 1;
         cand_set(&s->small_c, c);
     }
     if (ob && ob != s->best && ob != s->small)
@@ -175,7 +183,7 @@ static int plan(Search *s, Level *lv, Cand *c, double *cost, int real)
                 cost[3 * op->layer + driver_rc_choice(c->modes[op->layer])] += op_cost(g, op, &dp) * c->K;
         }
     }
-    int fits = c->peak <= s->o->emit.budget_bytes;
+    int fits = c->peak <= s->budget;
     if (s->o->verbose)
         fprintf(stderr, "gcompile: search: K=%d recompute %s %s %zu predicted %.6f ms%s\n", c->K,
                 c->modes, real ? "peak" : "bound", c->peak, c->seconds * 1e3,
@@ -255,35 +263,52 @@ static int plan_stair(Search *s, Level *lv, int a, int b, Cand *c, double *cost,
     int L = s->nlayers, k = a * (L + 1) + b;
     c->K = lv->K;
     staircase(c->modes, L, a, b);
-    if (lv->done[k] >= 1 + real && !cost)
+    if (lv->done[k] >= 1 + real && !cost) {
+        c->bound = lv->bound[k];
+        c->peak = lv->done[k] == 2 ? lv->peak[k] : c->bound;
+        c->seconds = lv->secs[k];
+        if (real && lv->run[k] != s->run) {   /* planned by an earlier run: count it in this one */
+            lv->run[k] = s->run;
+            keep(s, NULL, c);
+        }
         return 1;
+    }
     lv->done[k] = (char)(1 + real);
     int rc = plan(s, lv, c, cost, real);
     lv->bound[k] = c->bound;
+    lv->peak[k] = c->peak;
+    lv->secs[k] = c->seconds;
+    lv->run[k] = s->run;
     return rc;
 }
 
 /* Calibrates level lv: the plan without recomputation (its time, the
- * persistent regions), then bounds of the uniform modes with and without
- * the top layer (each layer's exact recompute time, the model's per-layer
- * changes). A level whose time without recomputation cannot beat the best
- * plan found is pruned. */
-static int calibrate(Search *s, Level *lv, Cand *c)
+ * persistent regions; counted in every run), then, once, bounds of the
+ * uniform modes with and without the top layer (each layer's exact
+ * recompute time, the model's per-layer changes). A level whose time
+ * without recomputation cannot beat the best plan found is skipped in this
+ * run (*skip). */
+static int calibrate(Search *s, Level *lv, Cand *c, int *skip)
 {
     int L = s->nlayers;
-    lv->cost = xcalloc((size_t)(3 * L + 3), sizeof(double));
-    lv->done = xcalloc((size_t)(L + 1) * (size_t)(L + 1), 1);
-    lv->bound = xcalloc((size_t)(L + 1) * (size_t)(L + 1), sizeof *lv->bound);
+    size_t cells = (size_t)(L + 1) * (size_t)(L + 1);
+    if (!lv->done) {
+        lv->cost = xcalloc((size_t)(3 * L + 3), sizeof(double));
+        lv->done = xcalloc(cells, 1);
+        lv->bound = xcalloc(cells, sizeof *lv->bound);
+        lv->peak = xcalloc(cells, sizeof *lv->peak);
+        lv->secs = xcalloc(cells, sizeof *lv->secs);
+        lv->run = xcalloc(cells, sizeof *lv->run);
+    }
     if (plan_stair(s, lv, 0, 0, c, NULL, 1) < 0)
         return -1;
     lv->t0 = c->seconds;
     lv->pn = (double)c->bound;
-    lv->arena = (double)c->arena;
-    lv->calibrated = 1;
-    if (s->best && lv->t0 >= s->best_c.seconds) {
-        lv->calibrated = -1;
+    if (!lv->arena)
+        lv->arena = (double)c->arena;
+    *skip = s->has_best && lv->t0 >= s->best_c.seconds;
+    if (*skip || lv->calibrated)
         return 0;
-    }
     for (int m = RC_SELECTIVE; m <= RC_FULL && L > 0; m++) {
         double *tmp = xcalloc((size_t)(3 * L + 3), sizeof(double));
         int a = m == RC_FULL ? L : 0, b = L - a;
@@ -304,6 +329,7 @@ static int calibrate(Search *s, Level *lv, Cand *c)
         lv->dmid[m] = ((double)c->bound - lv->pn) / (L - 1);
         lv->dtop[m] = all - (double)c->bound;
     }
+    lv->calibrated = 1;
     return 0;
 }
 
@@ -326,7 +352,7 @@ static int plan_smallest(Search *s, Cand *c)
     int L = s->nlayers;
     for (int i = 0; i < s->nlv; i++) {
         Level *lv = &s->lv[i];
-        if (lv->calibrated != 1)
+        if (!lv->calibrated)
             continue;
         int ba = 0, bb = 0;
         for (int a = 0; a <= L; a++)
@@ -347,41 +373,46 @@ static int search_fast(Search *s)
     int L = s->nlayers, rc = 0;
     Cand c = {0};
     c.modes = xcalloc((size_t)L + 1, 1);
-    for (int i = 0; i < s->nlv && !rc; i++)
-        rc = calibrate(s, &s->lv[i], &c);
+    char *skip = xcalloc((size_t)s->nlv, 1);
+    for (int i = 0; i < s->nlv && !rc; i++) {
+        int sk = 0;
+        rc = calibrate(s, &s->lv[i], &c, &sk);
+        skip[i] = (char)sk;
+    }
     size_t per = (size_t)(L + 1) * (size_t)(L + 2) / 2, n = 0;
     Step *st = xmalloc((size_t)s->nlv * per * sizeof *st);
     for (int i = 0; i < s->nlv && !rc; i++) {
-        if (s->lv[i].calibrated != 1)
+        if (skip[i] || !s->lv[i].calibrated)
             continue;
         for (int a = 0; a <= L; a++)
             for (int b = 0; a + b <= L; b++)
                 st[n++] = (Step){stair_seconds(s, &s->lv[i], a, b), stair_bound(s, &s->lv[i], a, b), i, a, b};
     }
     qsort(st, n, sizeof *st, by_seconds);
-    double budget = (double)s->o->emit.budget_bytes;
+    double budget = (double)s->budget;
     int walked = 0;
     for (size_t k = 0; k < n && !rc && walked < SEARCH_MAX_WALK; k++) {
         Level *lv = &s->lv[st[k].level];
-        if (s->best && st[k].seconds >= s->best_c.seconds)
+        if (s->has_best && st[k].seconds >= s->best_c.seconds)
             break;                     /* nothing cheaper is left */
         if (st[k].bound > budget + SEARCH_SLACK * lv->arena)
             continue;                  /* the model says it cannot fit */
         walked++;
         rc = plan_stair(s, lv, st[k].a, st[k].b, &c, NULL, 0);      /* its bound, unless known */
-        if (rc >= 0 && lv->bound[st[k].a * (L + 1) + st[k].b] <= s->o->emit.budget_bytes)
+        if (rc >= 0 && lv->bound[st[k].a * (L + 1) + st[k].b] <= s->budget)
             rc = plan_stair(s, lv, st[k].a, st[k].b, &c, NULL, 1);  /* may fit: the real plan */
         if (rc > 0)
             rc = 0;
     }
     free(st);
-    if (!rc && !s->best)
+    free(skip);
+    if (!rc && !s->has_best)
         rc = plan_smallest(s, &c);
     free(c.modes);
     return rc;
 }
 
-Graph *driver_search(Ast *ast, DriverOptions *o)
+Search *search_open(Ast *ast, const DriverOptions *o)
 {
     DriverOptions d = *o;
     d.verbose = 0;
@@ -391,43 +422,100 @@ Graph *driver_search(Ast *ast, DriverOptions *o)
     Graph *g = driver_lower_front(ast, &d);   /* the dims and the layers */
     if (!g)
         return NULL;
-    Search s = {.ast = ast, .o = o, .nlayers = graph_layers(g), .B = graph_dim(g, "B")};
-    if (s.B < 1)
-        s.B = 1;
-    s.lv = xcalloc((size_t)s.B, sizeof *s.lv);
-    int rc = 0;
-    for (long K = 1; K <= s.B && !rc; K++) {   /* a level per micro-batch count dividing B */
-        if (s.B % K)
+    Search *s = xcalloc(1, sizeof *s);
+    s->ast = ast;
+    s->o = o;
+    s->nlayers = graph_layers(g);
+    s->B = graph_dim(g, "B") > 0 ? graph_dim(g, "B") : 1;
+    s->lv = xcalloc((size_t)s->B, sizeof *s->lv);
+    for (long K = 1; K <= s->B; K++) {   /* a level per micro-batch count dividing B */
+        if (s->B % K)
             continue;
-        Level *lv = &s.lv[s.nlv++];
+        Level *lv = &s->lv[s->nlv++];
         lv->K = (int)K;
         d.micro_batches = (int)K;
         lv->front = K == 1 ? g : driver_lower_front(ast, &d);
-        rc = lv->front ? 0 : -1;
+        if (!lv->front) {
+            search_close(s);
+            return NULL;
+        }
     }
-    if (!rc)
-        rc = o->search_exhaustive ? search_exhaustive(&s) : search_fast(&s);
-    for (int i = 0; i < s.nlv; i++) {
-        graph_free(s.lv[i].front);
-        free(s.lv[i].cost);
-        free(s.lv[i].done);
-        free(s.lv[i].bound);
+    return s;
+}
+
+/* Forgets the last run's picks. */
+static void reset(Search *s)
+{
+    if (s->small != s->best)
+        graph_free(s->small);
+    graph_free(s->best);
+    free(s->best_c.modes);
+    free(s->small_c.modes);
+    s->best = s->small = NULL;
+    s->best_c = s->small_c = (Cand){0};
+    s->has_best = s->has_small = 0;
+}
+
+int search_run(Search *s, size_t budget, SearchPick *p)
+{
+    reset(s);
+    s->run++;
+    s->budget = budget;
+    int rc = s->o->search_exhaustive ? search_exhaustive(s) : search_fast(s);
+    if (rc < 0 || !s->has_small)
+        return -1;
+    const Cand *c = s->has_best ? &s->best_c : &s->small_c;
+    *p = (SearchPick){s->has_best, c->K, c->modes, c->peak, c->seconds, s->has_best ? s->best : s->small};
+    return s->has_best ? 0 : 1;
+}
+
+Graph *search_take(Search *s)
+{
+    Graph *g = s->has_best ? s->best : s->small;
+    if (s->best == g)
+        s->best = NULL;
+    if (s->small == g)
+        s->small = NULL;
+    return g;
+}
+
+void search_close(Search *s)
+{
+    if (!s)
+        return;
+    reset(s);
+    for (int i = 0; i < s->nlv; i++) {
+        Level *lv = &s->lv[i];
+        graph_free(lv->front);
+        free(lv->cost);
+        free(lv->done);
+        free(lv->bound);
+        free(lv->peak);
+        free(lv->secs);
+        free(lv->run);
     }
-    free(s.lv);
-    if (rc == 0 && s.best) {
+    free(s->lv);
+    free(s);
+}
+
+Graph *driver_search(Ast *ast, DriverOptions *o)
+{
+    Search *s = search_open(ast, o);
+    if (!s)
+        return NULL;
+    SearchPick p;
+    int rc = search_run(s, o->emit.budget_bytes, &p);
+    Graph *g = NULL;
+    if (rc == 0) {
         if (o->verbose)
             fprintf(stderr, "gcompile: search: chose K=%d recompute %s peak %zu predicted %.6f ms (%d plans, %d bounds)\n",
-                    s.best_c.K, s.best_c.modes, s.best_c.peak, s.best_c.seconds * 1e3, s.planned, s.screened);
-        if (s.small != s.best)
-            graph_free(s.small);
-        o->search_layers = s.best_c.modes;     /* main frees it */
-        o->emit.recompute_layers = s.nlayers > 0 ? s.best_c.modes : NULL;
-        free(s.small_c.modes);
-        return s.best;
-    }
-    if (rc == 0 && s.small) {
+                    p.K, p.modes, p.peak, p.seconds * 1e3, s->planned, s->screened);
+        o->search_layers = xstrdup(p.modes);     /* main frees it */
+        o->emit.recompute_layers = s->nlayers > 0 ? o->search_layers : NULL;
+        g = search_take(s);
+    } else if (rc == 1) {
         static const char *const part[] = {"parameters", "gradients", "optimizer state", "activations (arena)"};
-        Graph *sm = s.small;
+        const Graph *sm = p.graph;
         int big = 0;
         for (int r = 1; r < RG_COUNT; r++)
             if (sm->region_bytes[r] > sm->region_bytes[big])
@@ -435,12 +523,9 @@ Graph *driver_search(Ast *ast, DriverOptions *o)
         char a[32], b[32], e[32];
         fprintf(stderr, "gcompile: error: nothing fits --mem %s: the smallest plan found needs %s (--micro-batches "
                         "%d --recompute %s; --mem %zu compiles); the largest part is %s %s\n",
-                human_bytes(a, sizeof a, (double)o->emit.budget_bytes), human_bytes(b, sizeof b, (double)s.small_c.peak),
-                s.small_c.K, modes_label(s.small_c.modes), s.small_c.peak, part[big],
-                human_bytes(e, sizeof e, (double)sm->region_bytes[big]));
+                human_bytes(a, sizeof a, (double)o->emit.budget_bytes), human_bytes(b, sizeof b, (double)p.peak),
+                p.K, modes_label(p.modes), p.peak, part[big], human_bytes(e, sizeof e, (double)sm->region_bytes[big]));
     }
-    graph_free(s.small);
-    free(s.small_c.modes);
-    free(s.best_c.modes);
-    return NULL;
+    search_close(s);
+    return g;
 }

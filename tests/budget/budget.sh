@@ -8,6 +8,10 @@
 #            must fit and its predicted time must be within 1% of the least
 #            predicted time that fits; under the smallest peak it must fail
 #            and name that smallest peak as the budget that compiles.
+#   sweep    --emit budget-sweep: increasing budgets, never slower with more
+#            memory, rows equal to what --mem at that budget chooses, the
+#            first the smallest that fits, the last the unconstrained plan;
+#            the SVG plot has a point per budget.
 # usage: budget.sh GCOMPILE GRAPH WORKDIR CHECK
 set -u
 gc=$1 graph=$2 dir=$3 check=$4
@@ -62,6 +66,41 @@ optimal)
         done <budgets.txt
         echo "$shape: $n plans; $count budgets that fit: worst ratio to brute force $worst; under $min: fails with the smallest"
     done
+    ;;
+sweep)     # --emit budget-sweep: budgets from the smallest plan to the unconstrained one, each the search's choice
+    args="--config tiny -D L=4 --target cpu"
+    "$gc" "$graph" $args --emit budget-sweep >sweep.txt || fail "budget-sweep"
+    cat sweep.txt
+    # rows: budget-human budget-bytes peak-human(2 fields) K recompute... ms letters; take bytes, K, ms, letters
+    awk 'NR > 2 { print $3, $6, $(NF-1), $NF }' sweep.txt >rows.txt
+    n=$(wc -l <rows.txt)
+    [ "$n" -ge 10 ] && [ "$n" -le 20 ] || fail "expected 10 to 20 budgets, got $n"
+    awk 'NR > 1 && !($1 > b) { print "budgets not increasing at row " NR; bad = 1 }
+         NR > 1 && $3 > ms + 1e-9 { print "more memory, slower plan at row " NR; bad = 1 }
+         { b = $1; ms = $3 } END { exit bad }' rows.txt || fail "the sweep is not a trade-off curve"
+    # each row is what --mem at that budget chooses (three rows checked), with the same peak
+    for r in 1 $((n / 2)) $n; do
+        set -- $(sed -n "${r}p" rows.txt)
+        "$gc" "$graph" $args --mem "$1" --emit summary -v 2>s.txt >/dev/null || { cat s.txt; fail "--mem $1 (row $r)"; }
+        ms=$(sed -n "s/.*search: chose K=$2 recompute $4 peak [0-9]* predicted \([0-9.]*\) ms.*/\1/p" s.txt)
+        [ -n "$ms" ] && awk -v a="$ms" -v b="$3" 'BEGIN { d = a - b; exit !(d < 0.0005 && d > -0.0005) }' ||
+            { grep chose s.txt; fail "row $r: the sweep says K=$2 $4 at $3 ms"; }
+    done
+    # the first budget is the smallest: one byte less fits nothing; the last is the unconstrained choice
+    first=$(head -1 rows.txt | cut -d' ' -f1)
+    "$gc" "$graph" $args --mem $((first - 1)) --emit summary >/dev/null 2>err.txt && fail "--mem $((first - 1)) fits"
+    grep -q "nothing fits" err.txt || { cat err.txt; fail "--mem $((first - 1)): no 'nothing fits'"; }
+    set -- $(tail -1 rows.txt)
+    "$gc" "$graph" $args --mem 1TiB --emit summary -v 2>s.txt >/dev/null
+    grep -q "search: chose K=$2 recompute $4 " s.txt || { grep chose s.txt; fail "the last row is not the unconstrained plan"; }
+    # the SVG plot: well-formed, a point per budget
+    "$gc" "$graph" $args --emit budget-sweep -o sweep.svg || fail "budget-sweep -o sweep.svg"
+    head -1 sweep.svg | grep -q "^<svg " || fail "sweep.svg is not SVG"
+    [ "$(grep -c "<circle" sweep.svg)" -eq "$n" ] || fail "sweep.svg: expected $n points"
+    if command -v xmllint >/dev/null; then xmllint --noout sweep.svg || fail "sweep.svg is not well-formed XML"; fi
+    # the levers are the sweep's to choose
+    "$gc" "$graph" $args --emit budget-sweep --recompute full >/dev/null 2>err.txt && fail "sweep with --recompute full"
+    grep -q "chooses micro-batches and recompute itself" err.txt || { cat err.txt; fail "sweep --recompute message"; }
     ;;
 *)
     fail "unknown check $check"
