@@ -203,6 +203,8 @@ typedef struct Graph {
 
 Graph *graph_new(const char *file);
 void graph_free(Graph *g);
+/* clone.c: a deep copy of g (tensors, ops, dims, schedule, plan). */
+Graph *graph_clone(const Graph *g);
 /* Adds a tensor; computes numel and bytes; returns its id. */
 int graph_add_tensor(Graph *g, const char *name, DType dt, int rank, const long *shape,
                      TensorKind kind, Loc loc);
