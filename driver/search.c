@@ -33,6 +33,7 @@ void driver_predict(const Graph *g, DriverOptions *o)
     o->emit.device = o->device ? o->device : cuda ? "h100" : "cpu";
     o->emit.predicted_s = c.seconds;
     o->emit.predicted_mfu = c.mfu;
+    o->emit.device_peak_flops = o->device ? c.peak_flops : 0;
 }
 
 /* What the plan needs per device, as driver_check_budget counts it: its

@@ -1,7 +1,7 @@
 #!/bin/sh
 # End-to-end: compile models/gpt2.graph (tiny) for the CPU and train.
 # usage: train.sh GCOMPILE GRAPH WORKDIR CHECK
-#   CHECK: falling | rerun | noreuse | poison | schedules | gradcheck | ckpt | badfiles | profile | micro | recompute | budget | fusions
+#   CHECK: falling | rerun | noreuse | poison | schedules | gradcheck | ckpt | badfiles | profile | micro | recompute | budget | fusions | progress
 set -u
 gc=$1 graph=$2 dir=$3 check=$4
 mkdir -p "$dir"
@@ -248,6 +248,31 @@ fusions)   # each fusion on vs off: 20 steps within 1e-5; fused programs pass gr
         fail "plan-text should list 2 attention fusions"
     "$gc" "$graph" --config tiny --target cpu --no-fuse=bogus --emit c >/dev/null 2>err.txt && fail "--no-fuse=bogus accepted"
     grep -q "unknown fusion 'bogus'" err.txt || { cat err.txt; fail "--no-fuse=bogus message"; }
+    ;;
+progress)  # the step's FLOPs baked in by gcompile, MFU's peak, the JSONL fields of both schedules
+    compile t_fused --schedule fused-opt
+    compile t_plain --schedule plain
+    compile t_full --schedule plain --recompute full
+    compile t_dev --device cpu
+    gfl=$("$gc" "$graph" --config tiny --target cpu --schedule plain --emit summary | sed -n 's/^total_gflops_per_step: //p')
+    ./t_plain --threads 2 --steps 2 --log plain.jsonl >out.txt || fail "plain run"
+    got=$(sed -n 's/^compute: \([0-9.e+-]*\) GFLOP per step.*/\1/p' out.txt)
+    awk -v a="$got" -v b="$gfl" 'BEGIN { d = a - b; exit !(a > 0 && d < 0.0005 && d > -0.0005) }' ||
+        fail "compute line $got GFLOP, gcompile --emit summary $gfl"
+    grep -q 'no MFU: peak unknown' out.txt || fail "a CPU program without --device has no peak"
+    # recomputation is not model FLOPs: the same count
+    ./t_full --threads 2 --steps 1 >full.txt || fail "recompute run"
+    grep -q "^compute: $got GFLOP per step" full.txt || fail "--recompute full changed the FLOPs: $(grep compute full.txt)"
+    ./t_dev --threads 2 --steps 2 >dev.txt || fail "--device cpu run"
+    grep -q '^compute: .* | MFU against 233 GFLOP/s (cpu)$' dev.txt || fail "no compiled-in peak: $(grep compute dev.txt)"
+    grep -Eq '^step    2/2 .* \| MFU [0-9.]+%$' dev.txt || fail "no MFU with --device cpu"
+    ./t_dev --help | grep -q 'compiled in: cpu, 2.33e+11 FLOP/s' || fail "--help does not show the compiled-in peak"
+    ./t_fused --threads 2 --steps 2 --log fused.jsonl >/dev/null || fail "fused run"
+    num='-?[0-9]+(\.[0-9]+)?(e[-+]?[0-9]+)?'
+    n=$(grep -Ec "^\{\"step\":[12],\"loss\":$num,\"ms\":$num,\"tok_per_s\":$num,\"lr\":$num,\"grad_norm\":$num,\"shard\":0,\"batch\":[0-9]+\}\$" plain.jsonl)
+    [ "$n" -eq 2 ] || fail "plain schedule log: $(cat plain.jsonl)"
+    n=$(grep -Ec "^\{\"step\":[12],\"loss\":$num,\"ms\":$num,\"tok_per_s\":$num,\"lr\":$num,\"grad_norm\":null,\"shard\":0,\"batch\":[0-9]+\}\$" fused.jsonl)
+    [ "$n" -eq 2 ] || fail "fused-opt log: $(cat fused.jsonl)"
     ;;
 *) fail "unknown check $check" ;;
 esac
