@@ -202,6 +202,19 @@ budget)    # --mem: the search picks micro-batches and recompute that fit (plann
     losses t_plain --steps 4 >a.txt
     losses t_budget --steps 4 >b.txt
     cmp -s a.txt b.txt || { paste a.txt b.txt; fail "the searched plan's losses differ"; }
+    # budgets where the search mixes modes per layer (K = 1 and K = 2): poisoned programs, the same losses
+    for m in 3000000 2700000; do
+        "$gc" "$graph" --config tiny --target cpu --mem $m --emit plan-text | grep "^strategy:" >s.txt
+        grep -q ", per layer [nsf]*" s.txt || { cat s.txt; fail "--mem $m: expected a per-layer mix"; }
+        k=$(sed -n 's/.*| \([0-9]*\) micro-batch.*/\1/p' s.txt)
+        compile t_mix_$m --mem $m --poison
+        compile t_ref_$m --recompute none --micro-batches "$k"
+        losses t_mix_$m --steps 4 >mix.txt
+        losses t_ref_$m --steps 4 >ref.txt
+        grep -qi nan mix.txt && fail "--mem $m --poison: NaN loss"
+        cmp -s ref.txt mix.txt || { paste ref.txt mix.txt; fail "--mem $m (K=$k, mixed, poisoned) differs from K=$k without recompute"; }
+        echo "--mem $m: $(cat s.txt) -- poisoned losses equal"
+    done
     ;;
 fusions)   # each fusion on vs off: 20 steps within 1e-5; fused programs pass gradcheck; poison clean
     jloss() { sed -n 's/.*"loss":\([^,]*\),.*/\1/p' "$1"; }
