@@ -38,6 +38,7 @@ typedef struct EmitOptions {
     /* --device given: its matmul peak (FLOP/s), baked into the program for
      * MFU; 0 when --device was not given */
     double device_peak_flops;
+    const char *recompute_layers;   /* each layer's recompute mode (n, s, f; layer 0 first), or NULL */
 } EmitOptions;
 
 /* ---------------------------------------------------------------- plan_json.c */
