@@ -4,7 +4,8 @@ set -eu
 need=""
 for p in build-essential cmake flex bison pkg-config libjansson-dev libopenblas-dev libopenmpi-dev openmpi-bin \
          clang-14 libclang-rt-14-dev \
-         chromium; do   # clang: the fuzzers (tests/fuzz); chromium: the plan explorer tests (tests/explorer)
+         chromium bsdutils; do   # clang: the fuzzers (tests/fuzz); chromium: the plan explorer tests (tests/explorer);
+                                  # bsdutils: script, the trainer's terminal tests (tests/runtime, tests/cuda)
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || need="$need $p"
 done
 if [ -n "$need" ]; then
