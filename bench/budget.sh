@@ -3,8 +3,9 @@
 #
 # 1. Plans at a budget: GPT-2 1558M (B=8, T=1024, fp32) at --mem 24GiB and
 #    the book's GPT-2 large workload at --mem 12GiB: the plain plan's peak,
-#    then what the search chose (all layers alike; each candidate planned),
-#    with the compile time (search included).
+#    then what the search chose (micro-batches, each layer's recompute), with
+#    the compile time (search included); then the search's time alone for
+#    one budget and for a 20-budget --emit budget-sweep on 1558M.
 # 2. The cost model against the CPU target: GPT-2 124M, B=4, T=64 on 2
 #    threads, four strategies (none, selective, full recompute, 4
 #    micro-batches) compiled, then run in ROUNDS alternating rounds of STEPS
@@ -46,6 +47,25 @@ plan "774M V=65 T=128 B=32, no levers" --config gpt2_774M -D V=65 -D Vp=128 -D m
     --recompute none --device h100 --mem 1TiB
 plan "774M V=65 T=128 B=32 --mem 12GiB (search)" --config gpt2_774M -D V=65 -D Vp=128 -D maxT=128 -D T=128 -D B=32 \
     --device h100 --mem 12GiB
+
+echo
+echo "## search time (the whole compile to --emit summary; wall and CPU seconds, best of 3)"
+timed() {  # timed LABEL ARGS...: best wall and CPU of three compiles
+    label=$1; shift
+    best=""
+    for i in 1 2 3; do
+        /usr/bin/time -f "%e %U %S" -o "$tmp/time.txt" "$gc" models/gpt2.graph "$@" >/dev/null 2>&1 || true
+        cur=$(awk '{ printf "%.2f %.2f", $1, $2 + $3 }' "$tmp/time.txt")
+        best=$(printf '%s\n%s\n' "$best" "$cur" | awk 'NF && (b == "" || $1 < w) { w = $1; b = $0 } END { print b }')
+    done
+    printf '%-44s wall %s s, CPU %s s\n' "$label" "${best% *}" "${best#* }"
+}
+timed "1558M B=8 T=1024 --mem 24GiB (one search)" --config gpt2_1558M -D B=8 -D T=1024 --device h100 --mem 24GiB \
+    --emit summary
+timed "1558M B=8 T=1024 --emit budget-sweep (20)" --config gpt2_1558M -D B=8 -D T=1024 --device h100 \
+    --emit budget-sweep
+"$gc" models/gpt2.graph --config gpt2_1558M -D B=8 -D T=1024 --device h100 --mem 24GiB --emit summary -v 2>&1 |
+    sed -n 's/.*search: chose.*(\(.*\))$/  the one search: \1/p'
 
 [ "$rounds" -gt 0 ] || exit 0   # ROUNDS 0: the plans only
 echo

@@ -35,6 +35,10 @@ typedef struct EmitOptions {
     /* the cost model's prediction (passes/costs.c), for plan-text; device NULL: none */
     const char *device;
     double predicted_s, predicted_mfu;
+    /* --device given: its matmul peak (FLOP/s), baked into the program for
+     * MFU; 0 when --device was not given */
+    double device_peak_flops;
+    const char *recompute_layers;   /* each layer's recompute mode (n, s, f; layer 0 first), or NULL */
 } EmitOptions;
 
 /* ---------------------------------------------------------------- plan_json.c */

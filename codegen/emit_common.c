@@ -456,7 +456,7 @@ void emit_program_struct(FILE *f, const Graph *g, const EmitOptions *opt)
     int logits = loss_op >= 0 && g->ops[loss_op].kind == OP_CROSS_ENTROPY ? g->ops[loss_op].in[0] : -1;
     double flops = 0;
     for (int o = 0; o < g->nops; o++)
-        if (!g->ops[o].dead)   /* fwd/bwd ops run once per micro-batch */
+        if (!g->ops[o].dead && g->ops[o].phase != PH_RECOMPUTE)   /* model FLOPs; fwd/bwd once per micro-batch */
             flops += op_flops(g, &g->ops[o]) *
                      (g->ops[o].phase == PH_OPT || g->micro_batches <= 1 ? 1 : g->micro_batches);
     size_t total = 0;
@@ -494,7 +494,10 @@ void emit_program_struct(FILE *f, const Graph *g, const EmitOptions *opt)
     if (g->params_sharded)
         fprintf(f, "    .nshards = (int)(sizeof SHARDS / sizeof SHARDS[0]),\n    .shards = SHARDS,\n");
     fprintf(f, "    .state_hash = 0x%016llxull,\n", (unsigned long long)state_hash(g, opt));
-    fprintf(f, "    .micro_batches = %d,\n};\n", g->micro_batches > 1 ? g->micro_batches : 1);
+    fprintf(f, "    .micro_batches = %d,\n", g->micro_batches > 1 ? g->micro_batches : 1);
+    if (opt->device_peak_flops > 0)   /* gcompile --device: MFU's default peak */
+        fprintf(f, "    .peak_flops = %.6e,\n    .peak_device = \"%s\",\n", opt->device_peak_flops, opt->device);
+    fprintf(f, "};\n");
 }
 
 void emit_each_ew(FILE *f, const Graph *g, void (*define)(FILE *, const Graph *, const Op *))

@@ -6,29 +6,54 @@
 
 #include "codegen.h"
 
+/* An elementwise kernel: grid-stride over work items, nv 16-byte vectors
+ * of V elements first (V = 8 when an operand is bf16: one bf16 vector, two
+ * fp32 ones; else 4), then the n - nv V remaining elements one each. The
+ * host side picks nv = n / V when every pointer is 16-byte aligned and a
+ * broadcast operand's length is a multiple of V, else 0. */
 static void emit_ew_kernel(FILE *f, const Graph *g, const Op *op)
 {
     char name[64];
     ew_name(name, sizeof name, g, op);
-    int bcast = ew_broadcast(g, op), binary = op->nin == 2;
-    const char *store = (op->acc & 1) ? "+=" : "=";
+    int bcast = ew_broadcast(g, op), binary = op->nin == 2, acc = op->acc & 1;
     static const char *const ctype[] = {"float", "gc_bf16", "int32_t"};
-    const char *ty = ctype[g->t[op->out[0]].dtype], *t0 = ctype[g->t[op->in[0]].dtype];
-    const char *t1 = binary ? ctype[g->t[op->in[1]].dtype] : "float";
-    (void)store;
-    fprintf(f, "__global__ void %s_k(%s *y, const %s *p0, const %s *p1, long n, long n1, float s)\n{\n", name, ty,
-            t0, t1);
-    fprintf(f, "    for (long i = (long)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (long)gridDim.x * blockDim.x) {\n");
+    int dt[3] = {g->t[op->out[0]].dtype, g->t[op->in[0]].dtype, binary ? g->t[op->in[1]].dtype : DT_F32};
+    const char *ty = ctype[dt[0]], *t0 = ctype[dt[1]], *t1 = ctype[dt[2]];
+    int V = 4;
+    for (int i = 0; i < 3; i++)
+        V = dt[i] == DT_BF16 && V ? 8 : dt[i] == DT_F32 ? V : 0;   /* 0: an int operand, no vectors */
+    fprintf(f, "__global__ void %s_k(%s *y, const %s *p0, const %s *p1, long n, long n1, float s, long nv)\n{\n",
+            name, ty, t0, t1);
+    fprintf(f, "    const int V = %d;\n    long items = nv + (n - nv * V);\n", V ? V : 1);
+    fprintf(f, "    for (long t = (long)blockIdx.x * blockDim.x + threadIdx.x; t < items; t += (long)gridDim.x * blockDim.x) {\n");
+    if (V) {
+        fprintf(f, "        if (t < nv) {\n            float a0[V], r[V];\n            gc_vload<V>(a0, p0 + t * V);\n");
+        if (binary)
+            fprintf(f, "            float a1[V];\n            gc_vload<V>(a1, p1 + %s);\n", bcast ? "t * V % n1" : "t * V");
+        if (acc)
+            fprintf(f, "            gc_vload<V>(r, y + t * V);\n");
+        fprintf(f, "            for (int k = 0; k < V; k++) {\n                float x0 = a0[k]%s;\n", binary ? ", x1 = a1[k]" : "");
+        fprintf(f, "                r[k] = %s(%s);\n            }\n", acc ? "r[k] + " : "", ew_expr(op));
+        fprintf(f, "            gc_vstore<V>(y + t * V, r);\n            continue;\n        }\n");
+    }
+    fprintf(f, "        long i = nv * V + (t - nv);\n");
     fprintf(f, "        float x0 = gc_ld(p0[i])%s;\n", !binary ? "" : bcast ? ", x1 = gc_ld(p1[i % n1])" : ", x1 = gc_ld(p1[i])");
-    if (op->acc & 1)
+    if (acc)
         fprintf(f, "        gc_st(&y[i], gc_ld(y[i]) + (%s));\n    }\n}\n", ew_expr(op));
     else
         fprintf(f, "        gc_st(&y[i], %s);\n    }\n}\n", ew_expr(op));
     fprintf(f, "static void %s(%s *y, const %s *p0, const %s *p1, long n, long n1, float s)\n{\n", name, ty, t0, t1);
-    fprintf(f, "    long grid = (n + 255) / 256;\n    if (grid > 65536L * 16) grid = 65536L * 16;\n");
-    fprintf(f, "    GC_LAUNCH(%s_k, (unsigned)grid, 256, 0, y, p0, p1, n, n1, s);\n}\n\n", name);
+    if (V && binary)
+        fprintf(f, "    long nv = gc_al16(y) && gc_al16(p0) && gc_al16(p1) && (n1 == n || n1 %% %d == 0) ? n / %d : 0;"
+                   "   /* 16-byte vectors */\n", V, V);
+    else if (V)
+        fprintf(f, "    long nv = gc_al16(y) && gc_al16(p0) ? n / %d : 0;   /* 16-byte vectors */\n", V);
+    else
+        fprintf(f, "    long nv = 0;   /* an integer operand: one element at a time */\n");
+    fprintf(f, "    long grid = (nv + (n - nv * %d) + 255) / 256;\n    if (grid > 65536L * 16) grid = 65536L * 16;\n",
+            V ? V : 1);
+    fprintf(f, "    GC_LAUNCH(%s_k, (unsigned)grid, 256, 0, y, p0, p1, n, n1, s, nv);\n}\n\n", name);
 }
-
 
 static int find_tensor(const Graph *g, const char *name)
 {

@@ -207,6 +207,10 @@ static void levers(FILE *f, const Graph *g, const EmitOptions *opt)
             g->micro_batches > 1 ? g->micro_batches : 1, g->micro_batches > 1 ? "es" : "");
     if (nops)
         fprintf(f, "recompute %d tensors (%d ops, +%.1f%% FLOPs)", ntens, nops, base > 0 ? 100.0 * extra / base : 0.0);
+    const char *rl = opt ? opt->recompute_layers : NULL;   /* n, s, f from layer 0 */
+    char one[2] = {rl ? rl[0] : 0, 0};
+    if (nops && rl && strspn(rl, one) != strlen(rl))         /* the layers differ */
+        fprintf(f, ", per layer %s", rl);
     else
         fprintf(f, "no recompute");
     if (opt && opt->device)

@@ -2,6 +2,8 @@
  *   main.c    options and the list of passes
  *   output.c  artifacts: --emit kinds, atomic files, the budget check
  *   build.c   building the executable (cc or nvcc, linked with runtime/)
+ *   search.c  the budget search: micro-batches and per-layer recompute
+ *   sweep.c   --emit budget-sweep: the search over a range of budgets
  */
 #ifndef GC_DRIVER_H
 #define GC_DRIVER_H
@@ -22,6 +24,10 @@ typedef struct DriverOptions {
     int no_reuse, no_fuse, gpus, verbose;
     int micro_batches;       /* --micro-batches K (0: not given) */
     int recompute;           /* --recompute: RC_NONE, RC_SELECTIVE, RC_FULL, or -1 (auto) */
+    const char *rc_layers;   /* --recompute LIST: a letter per layer (n, s, f), or NULL */
+    int search_exhaustive;   /* --search exhaustive */
+    char *search_layers;     /* the budget search's per-layer choice (owned), or NULL */
+    int bound_only;          /* lower_back stops at the arena's lower bound (no offsets, no check) */
     const char *device;      /* --device PROFILE (passes/costs.c), NULL: by target */
     long classifier_chunk;   /* rows per chunk of the fused classifier */
     const char *cc;
@@ -43,6 +49,10 @@ int driver_emit(const Graph *g, const DriverOptions *o);
 /* --emit plan-diff: reads the plans o->input and o->input2 and writes the
  * comparison page; 0, or 1 after a one-line error. */
 int driver_emit_diff(const DriverOptions *o);
+/* Runs write(f, arg) into path, or stdout when path is NULL or "-"; a file
+ * is written atomically. write returns 0, -2 after reporting its own error,
+ * else writing failed. 0, or 1 after an error. */
+int driver_write(const char *path, int (*write)(FILE *, const void *), const void *arg);
 /* 1 (after a message) when the plan exceeds --mem. */
 int driver_check_budget(const Graph *g, const DriverOptions *o);
 /* 1 (after located errors) when the graph lacks what the emitted trainer
@@ -57,6 +67,54 @@ const char *human_bytes(char *buf, size_t n, double bytes);
  * weighed, to the chosen one (1: plan it), or keeps the chosen graph, with
  * the candidates in g->split_report (0). -1 after an error (none fits). */
 int driver_split_auto(Graph *g, DriverOptions *o);
+
+/* ---------------------------------------------------------------- main.c */
+/* The passes from the AST to a checked plan with the levers of o; NULL
+ * after reported errors. */
+Graph *driver_lower(struct Ast *ast, const DriverOptions *o);
+/* driver_lower in two halves: up to the parallel split (the levers' common
+ * prefix), then recomputation to the checked plan on that graph (freed and
+ * NULL after reported errors). */
+Graph *driver_lower_front(struct Ast *ast, const DriverOptions *o);
+Graph *driver_lower_back(Graph *g, const DriverOptions *o);
+
+/* ---------------------------------------------------------------- search.c */
+/* --mem with --recompute auto and no --micro-batches: the micro-batch count
+ * and per-layer recompute modes with the least predicted step time whose
+ * real plan fits (docs/budget.md); sets o->search_layers and
+ * o->emit.recompute_layers. NULL after an error (nothing fits: the
+ * smallest budget found and its largest part). */
+Graph *driver_search(struct Ast *ast, DriverOptions *o);
+/* The search, reusable over budgets (--emit budget-sweep): the levels are
+ * lowered once; each run weighs one budget; plans and bounds made by one
+ * run serve the next. */
+typedef struct Search Search;
+typedef struct SearchPick {
+    int fits;              /* 1: the least predicted time that fits; 0: nothing fits, the smallest plan */
+    int K;                 /* micro-batches */
+    const char *modes;     /* a letter per layer (n, s, f); until the next run */
+    size_t peak;           /* planned bytes (+ CUDA reserve) */
+    double seconds;        /* predicted step time */
+    const Graph *graph;    /* the plan when this run made it, else NULL */
+} SearchPick;
+/* NULL after reported errors. */
+Search *search_open(struct Ast *ast, const DriverOptions *o);
+/* 0: *p fits budget; 1: nothing fits (*p: the smallest plan); -1 after an error. */
+int search_run(Search *s, size_t budget, SearchPick *p);
+/* The last run's pick's graph, now the caller's (NULL when an earlier run made it). */
+Graph *search_take(Search *s);
+void search_close(Search *s);
+/* ---------------------------------------------------------------- sweep.c */
+/* --emit budget-sweep: the search at 20 budgets from the smallest plan to
+ * the unconstrained one; text, or SVG when o->output ends in .svg. 0, or 1
+ * after an error. */
+int driver_budget_sweep(struct Ast *ast, DriverOptions *o);
+
+/* The cost model's step time and MFU on --device (default: by target), into
+ * o->emit for the reports. */
+void driver_predict(const Graph *g, DriverOptions *o);
+/* The choice of a --recompute LIST letter: n, s, f. */
+RecomputeChoice driver_rc_choice(char letter);
 
 /* ---------------------------------------------------------------- build.c */
 /* Emits the program, compiles and links it to o->output (default "train"). */

@@ -32,18 +32,23 @@ static void usage(FILE *f)
         "                         weights and optimizer state; --target cuda only)\n"
         "      --mem SIZE         per-device memory budget, e.g. 24GiB, 80GB, 512MiB;\n"
         "                         a target: with --recompute auto and no --micro-batches\n"
-        "                         the compiler plans every micro-batch count dividing B\n"
-        "                         times none/selective/full recompute (all layers alike;\n"
-        "                         per-layer mixes: not yet) and keeps the least predicted\n"
-        "                         time that fits; nothing fits: exit 1 with the smallest\n"
-        "                         budget found\n"
+        "                         the compiler chooses the micro-batch count and each\n"
+        "                         layer's recompute mode with the least predicted step\n"
+        "                         time that the real planner proves fits (docs/budget.md);\n"
+        "                         nothing fits: exit 1 with the smallest budget found\n"
         "      --micro-batches K  gradient accumulation: each step runs K micro-batches\n"
         "                         of B/K rows (K divides B), then one optimizer update\n"
-        "      --recompute MODE   none | selective | full | auto (default): free forward\n"
-        "                         activations after their last forward use and recompute\n"
-        "                         them in the backward (selective: layernorm, GELU,\n"
-        "                         attention internals; full: all but each layer's input);\n"
-        "                         auto: chosen against --mem (none without --mem)\n"
+        "      --recompute MODE   none | selective | full | auto (default) | LIST: free\n"
+        "                         forward activations after their last forward use and\n"
+        "                         recompute them in the backward (selective: layernorm,\n"
+        "                         GELU, attention internals; full: all but each layer's\n"
+        "                         input); LIST: one letter per layer, n, s or f, layer 0\n"
+        "                         first (e.g. ffsn); auto: chosen against --mem (none\n"
+        "                         without --mem)\n"
+        "      --search HOW       the budget search: fast (default) | exhaustive (plans\n"
+        "                         every per-layer mode x micro-batch count with the real\n"
+        "                         planner: 3^L x divisors of B plans, a reference for\n"
+        "                         small graphs)\n"
         "      --device PROFILE   the cost model's device: a100-40g, a100-80g, h100, h200,\n"
         "                         rtx4090, cpu (default: cpu for --target cpu, else h100);\n"
         "                         without --mem it implies --mem = its memory less a\n"
@@ -71,7 +76,11 @@ static void usage(FILE *f)
         "                         each parameter's last gradient write; default)\n"
         "      --emit KIND        write one artifact instead of building:\n"
         "                           ir, summary, c, cuda, plan, plan-text, plan-svg,\n"
-        "                           plan-html (the plan explorer: one offline web page)\n"
+        "                           plan-html (the plan explorer: one offline web page),\n"
+        "                           budget-sweep (the budget search at 20 budgets from the\n"
+        "                           smallest plan to the unconstrained one: chosen K,\n"
+        "                           recompute, peak, predicted time; SVG plot when OUT\n"
+        "                           ends in .svg)\n"
         "      --emit plan-diff A.json B.json\n"
         "                         instead of a graph: a web page comparing two plans\n"
         "                         (from --emit plan) of the same graph\n"
@@ -168,13 +177,13 @@ static int parse_no_fuse(const char *arg, int *mask)
 }
 
 static const char *const emit_kinds[] = {"ir", "summary", "c", "cuda", "plan", "plan-text", "plan-svg",
-                                         "plan-html", "plan-diff", NULL};
+                                         "plan-html", "plan-diff", "budget-sweep", NULL};
 
 static int parse_args(int argc, char **argv, DriverOptions *o)
 {
     enum { O_CONFIG = 256, O_TARGET, O_PRECISION, O_MEM, O_GPUS, O_EMIT, O_NOREUSE, O_VERSION,
            O_SCHEDULE, O_POISON, O_CC, O_NVCC, O_ARCH, O_NOFUSE, O_NOTF32, O_MICRO, O_RECOMPUTE, O_DEVICE, O_CLSCHUNK,
-           O_SPLIT, O_MPICC, O_INTERCONNECT };
+           O_SPLIT, O_MPICC, O_INTERCONNECT, O_SEARCH };
     static const struct option longopts[] = {
         {"output", required_argument, 0, 'o'}, {"config", required_argument, 0, O_CONFIG},
         {"target", required_argument, 0, O_TARGET}, {"precision", required_argument, 0, O_PRECISION},
@@ -188,7 +197,7 @@ static int parse_args(int argc, char **argv, DriverOptions *o)
         {"micro-batches", required_argument, 0, O_MICRO}, {"recompute", required_argument, 0, O_RECOMPUTE},
         {"device", required_argument, 0, O_DEVICE},
         {"split", required_argument, 0, O_SPLIT}, {"mpicc", required_argument, 0, O_MPICC},
-        {"interconnect", required_argument, 0, O_INTERCONNECT},
+        {"interconnect", required_argument, 0, O_INTERCONNECT}, {"search", required_argument, 0, O_SEARCH},
         {"help", no_argument, 0, 'h'}, {"version", no_argument, 0, O_VERSION}, {0, 0, 0, 0},
     };
     int c;
@@ -248,7 +257,7 @@ static int parse_args(int argc, char **argv, DriverOptions *o)
                 ok |= !strcmp(optarg, emit_kinds[i]);
             if (!ok) {
                 fprintf(stderr, "gcompile: error: --emit: unknown kind '%s' (ir, summary, c, cuda, plan, "
-                                "plan-text, plan-svg, plan-html, plan-diff)\n", optarg);
+                                "plan-text, plan-svg, plan-html, plan-diff, budget-sweep)\n", optarg);
                 return 1;
             }
             o->emit_kind = optarg;
@@ -265,6 +274,7 @@ static int parse_args(int argc, char **argv, DriverOptions *o)
             break;
         }
         case O_RECOMPUTE:
+            o->rc_layers = NULL;              /* the last --recompute wins */
             if (!strcmp(optarg, "none"))
                 o->recompute = RC_NONE;
             else if (!strcmp(optarg, "selective"))
@@ -273,11 +283,21 @@ static int parse_args(int argc, char **argv, DriverOptions *o)
                 o->recompute = RC_FULL;
             else if (!strcmp(optarg, "auto"))
                 o->recompute = -1;
-            else {
-                fprintf(stderr, "gcompile: error: --recompute must be none, selective, full or auto, got '%s'\n",
-                        optarg);
+            else if (optarg[0] && strspn(optarg, "nsf") == strlen(optarg)) {
+                o->recompute = RC_NONE;       /* per layer: lower() checks the count */
+                o->rc_layers = optarg;
+            } else {
+                fprintf(stderr, "gcompile: error: --recompute must be none, selective, full, auto or one letter "
+                                "per layer (n, s, f; e.g. ffsn), got '%s'\n", optarg);
                 return 1;
             }
+            break;
+        case O_SEARCH:
+            if (strcmp(optarg, "fast") && strcmp(optarg, "exhaustive")) {
+                fprintf(stderr, "gcompile: error: --search must be fast or exhaustive, got '%s'\n", optarg);
+                return 1;
+            }
+            o->search_exhaustive = !strcmp(optarg, "exhaustive");
             break;
         case O_DEVICE:
             if (!device_profile(optarg)) {
@@ -383,6 +403,7 @@ static int parse_args(int argc, char **argv, DriverOptions *o)
         fprintf(stderr, "gcompile: error: --precision bf16 needs --target cuda (the CPU target is fp32)\n");
         return 1;
     }
+    o->emit.recompute_layers = o->rc_layers;
     o->split.ranks = o->gpus;
     if (o->gpus == 1)
         o->split.kind = SPLIT_NONE;
@@ -437,34 +458,29 @@ static Graph *build_micro(Ast *ast, const DriverOptions *o, Graph *g)
     return g;
 }
 
-/* The cost model's step time and MFU on --device (default: by target), for
- * the reports. */
-static void predict(const Graph *g, DriverOptions *o)
-{
-    int cuda = !strcmp(o->emit.target, "cuda");
-    DeviceProfile d = *device_profile(o->device ? o->device : cuda ? "h100" : "cpu");
-    if (cuda && !o->emit.no_tf32)
-        d.mm_flops[0] = d.tf32_flops;
-    StepCost c = fill_costs(g, &d, NULL);
-    o->emit.device = o->device ? o->device : cuda ? "h100" : "cpu";
-    o->emit.predicted_s = c.seconds;
-    o->emit.predicted_mfu = c.mfu;
-}
-
-/* --recompute MODE: the same choice for every layer */
-static void recompute_layers(Graph *g, RecomputeChoice c)
+/* --recompute MODE or LIST: each layer's choice (rc_layers: a letter per
+ * layer, else o->recompute for all); 1 after an error (a list of the wrong
+ * length). */
+static int recompute_layers(Graph *g, const DriverOptions *o)
 {
     int n = graph_layers(g);
+    if (o->rc_layers && (int)strlen(o->rc_layers) != n) {
+        fprintf(stderr, "gcompile: error: --recompute %s names %zu layer%s; the graph has %d\n", o->rc_layers,
+                strlen(o->rc_layers), strlen(o->rc_layers) == 1 ? "" : "s", n);
+        return 1;
+    }
     RecomputeChoice *choice = xmalloc((size_t)(n + 1) * sizeof *choice);
     for (int l = 0; l < n; l++)
-        choice[l] = c;
+        choice[l] = o->rc_layers ? driver_rc_choice(o->rc_layers[l]) : (RecomputeChoice)o->recompute;
     pass_recompute(g, choice, n);
     free(choice);
+    return 0;
 }
 
-/* The passes from the AST to a checked plan, with the levers of o
- * (micro_batches, recompute); NULL after reported errors. */
-static Graph *lower(Ast *ast, DriverOptions o)
+/* The passes from the AST up to the parallel split, with the levers of o
+ * (micro_batches; not recompute): the prefix the budget search lowers once
+ * per micro-batch count. NULL after reported errors. */
+static Graph *lower_front(Ast *ast, DriverOptions o)
 {
     Graph *g = NULL;
     PASS(&o, "build", g = ir_build(ast, &o.build));
@@ -509,8 +525,20 @@ static Graph *lower(Ast *ast, DriverOptions o)
         return NULL;
     }
     ir_verify(g);
-    if (o.recompute > RC_NONE) {
-        PASS(&o, "recompute", recompute_layers(g, (RecomputeChoice)o.recompute));
+    return g;
+}
+
+/* The rest of lower() on g from lower_front: recomputation, schedule and
+ * the checked plan. Frees g and returns NULL after reported errors. */
+static Graph *lower_back(Graph *g, DriverOptions o)
+{
+    if (o.recompute > RC_NONE || o.rc_layers) {
+        int bad = 0;
+        PASS(&o, "recompute", bad = recompute_layers(g, &o));
+        if (bad) {
+            graph_free(g);
+            return NULL;
+        }
         ir_verify(g);
     }
     PASS(&o, "schedule", pass_schedule(g, o.schedule));
@@ -518,6 +546,10 @@ static Graph *lower(Ast *ast, DriverOptions o)
         pass_workspace(g, (size_t)32 << 20);   /* cuBLASLt + reductions (gc_cuda.h) */
     ir_verify(g);
     PASS(&o, "liveness", fill_liveness(g));
+    if (o.bound_only) {        /* the budget search's screening: the arena's lower bound, no plan */
+        fill_arena_lower_bound(g);
+        return g;
+    }
     PASS(&o, "memplan", pass_memplan(g));
     ir_verify(g);
     char err[512];
@@ -525,89 +557,17 @@ static Graph *lower(Ast *ast, DriverOptions o)
     return g;
 }
 
-/* What the plan needs per device, as driver_check_budget counts it: its
- * regions, plus the stated CUDA reserve on the CUDA target. */
-static size_t plan_total(const Graph *g, const DriverOptions *o)
+/* The passes from the AST to a checked plan, with the levers of o
+ * (micro_batches, recompute); NULL after reported errors. */
+static Graph *lower(Ast *ast, DriverOptions o)
 {
-    size_t total = strcmp(o->emit.target, "cuda") ? 0 : GC_CUDA_RESERVE_BYTES;
-    for (int r = 0; r < RG_COUNT; r++)
-        total += g->region_bytes[r];
-    return total;
+    Graph *g = lower_front(ast, o);
+    return g ? lower_back(g, o) : NULL;
 }
 
-/* --mem with --recompute auto and no --micro-batches: every micro-batch
- * count K dividing B times every recompute mode applied to all layers
- * (none, selective, full), each planned by the real pipeline (lower) and
- * checked by plan_check; the least predicted time that fits wins. Within one
- * K more recompute is slower, so a K stops at its first mode that fits.
- * When nothing fits: exit 1 with the smallest planned peak (compiling at
- * that budget succeeds: the same candidate fits) and its largest part.
- * Not yet: a per-layer mix of modes. */
-static Graph *search(Ast *ast, DriverOptions *o)
-{
-    DriverOptions c = *o;
-    c.verbose = 0;
-    c.micro_batches = 1;
-    c.recompute = RC_NONE;
-    Graph *first = lower(ast, c);
-    if (!first)
-        return NULL;
-    long B = graph_dim(first, "B");
-    Graph *best = NULL, *small = NULL;
-    double best_s = 0;
-    size_t small_peak = 0;
-    int small_mode = RC_NONE;
-    static const char *const mode[] = {"none", "selective", "full"};
-    for (long K = 1; K <= (B > 0 ? B : 1); K++) {
-        if (B > 0 && B % K)
-            continue;
-        for (int m = RC_NONE; m <= RC_FULL; m++) {
-            c.micro_batches = (int)K;
-            c.recompute = m;
-            Graph *g = first ? first : lower(ast, c);
-            first = NULL;
-            if (!g)
-                return NULL;
-            predict(g, &c);
-            size_t peak = plan_total(g, o);
-            int fits = peak <= o->emit.budget_bytes;
-            if (o->verbose)
-                fprintf(stderr, "gcompile: search: K=%ld recompute %-9s peak %zu predicted %.1f ms%s\n", K,
-                        mode[m], peak, c.emit.predicted_s * 1e3, fits ? " fits" : "");
-            Graph *old_best = best, *old_small = small;
-            if (fits && (!best || c.emit.predicted_s < best_s))
-                best = g, best_s = c.emit.predicted_s;
-            if (!small || peak < small_peak)
-                small = g, small_peak = peak, small_mode = m;
-            if (old_best && old_best != best && old_best != small)
-                graph_free(old_best);
-            if (old_small && old_small != small && old_small != best && old_small != old_best)
-                graph_free(old_small);
-            if (g != best && g != small)
-                graph_free(g);
-            if (fits)
-                break;
-        }
-    }
-    if (best) {
-        if (small != best)
-            graph_free(small);
-        return best;
-    }
-    static const char *const part[] = {"parameters", "gradients", "optimizer state", "activations (arena)"};
-    int big = 0;
-    for (int r = 1; r < RG_COUNT; r++)
-        if (small->region_bytes[r] > small->region_bytes[big])
-            big = r;
-    char a[32], b[32], d[32];
-    fprintf(stderr, "gcompile: error: nothing fits --mem %s: the smallest plan found needs %s (--micro-batches %d "
-                    "--recompute %s; --mem %zu compiles); the largest part is %s %s\n",
-            human_bytes(a, sizeof a, (double)o->emit.budget_bytes), human_bytes(b, sizeof b, (double)small_peak),
-            small->micro_batches > 1 ? small->micro_batches : 1, mode[small_mode], small_peak, part[big],
-            human_bytes(d, sizeof d, (double)small->region_bytes[big]));
-    graph_free(small);
-    return NULL;
-}
+Graph *driver_lower(Ast *ast, const DriverOptions *o) { return lower(ast, *o); }
+Graph *driver_lower_front(Ast *ast, const DriverOptions *o) { return lower_front(ast, *o); }
+Graph *driver_lower_back(Graph *g, const DriverOptions *o) { return lower_back(g, *o); }
 
 int main(int argc, char **argv)
 {
@@ -626,9 +586,13 @@ int main(int argc, char **argv)
     PASS(&o, "parse", ast = parse_file(o.input));
     if (!ast || diag_count())
         goto done;
+    if (o.emit_kind && !strcmp(o.emit_kind, "budget-sweep")) {   /* the search at many budgets */
+        rc = driver_budget_sweep(ast, &o);
+        goto done;
+    }
 plan_again:   /* --split auto plans each candidate split, then the chosen one */
     if (o.emit.budget_bytes && o.recompute < 0 && o.micro_batches == 0 && o.gpus <= 1)   /* with a split: not yet */
-        PASS(&o, "search", g = search(ast, &o));
+        PASS(&o, "search", g = driver_search(ast, &o));
     else
         g = lower(ast, o);
     if (!g)
@@ -643,7 +607,7 @@ plan_again:   /* --split auto plans each candidate split, then the chosen one */
             goto plan_again;
         }
     }
-    PASS(&o, "costs", predict(g, &o));
+    PASS(&o, "costs", driver_predict(g, &o));
     if (driver_check_budget(g, &o))
         goto done;
     rc = o.emit_kind ? driver_emit(g, &o) : driver_build(g, &o);
@@ -651,5 +615,6 @@ done:
     graph_free(g);
     ast_free(ast);
     free(o.defines);
+    free(o.search_layers);
     return rc;
 }

@@ -175,6 +175,11 @@ static int write_output(const char *path, int (*write)(FILE *, const void *), co
     return atomic_commit(f, tmp, path) ? 1 : 0;
 }
 
+int driver_write(const char *path, int (*write)(FILE *, const void *), const void *arg)
+{
+    return write_output(path, write, arg);
+}
+
 typedef struct { const Graph *g; const DriverOptions *o; } Artifact;
 typedef struct { json_t *a, *b; const DriverOptions *o; } DiffPage;
 

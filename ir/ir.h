@@ -203,6 +203,8 @@ typedef struct Graph {
 
 Graph *graph_new(const char *file);
 void graph_free(Graph *g);
+/* clone.c: a deep copy of g (tensors, ops, dims, schedule, plan). */
+Graph *graph_clone(const Graph *g);
 /* Adds a tensor; computes numel and bytes; returns its id. */
 int graph_add_tensor(Graph *g, const char *name, DType dt, int rank, const long *shape,
                      TensorKind kind, Loc loc);
@@ -229,8 +231,9 @@ double op_flops(const Graph *g, const Op *op);
 /* Bytes read plus written by op (its inputs and outputs, views excluded). */
 double op_bytes(const Graph *g, const Op *op);
 /* Kernel launches of one execution of op on the CUDA target (the launch
- * structure of runtime/cuda: 2 for a chunked column sum, the sort stages of
- * embedding_bwd, …; 1 for an op the table does not know better; 0 for views).
+ * structure of runtime/cuda: 1 for a column sum, 2 above 8192 x 32 columns;
+ * the sort stages of embedding_bwd, …; 1 for an op the table does not know
+ * better; 0 for views).
  * ws: the planned workspace bytes (the chunking depends on it). */
 int op_launches(const Graph *g, const Op *op, size_t ws);
 /* 1 for the cast of a parameter master into its bf16 copy (passes/precision.c):

@@ -402,8 +402,9 @@ double op_bytes(const Graph *g, const Op *op)
 
 /* ---- launches ------------------------------------------------------------ */
 
-/* The two-pass column sum of kernels_cuda.cu (colsum): 2 launches when the
- * rows are split into chunks (workspace permitting), else 1. */
+/* The column sum of kernels_cuda.cu (colsum): one launch (the last block of
+ * each column tile adds the chunks); 2 when the rows are split into chunks
+ * and cols is above its 8192 tiles of 32 columns (a second kernel adds them). */
 static int colsum_launches(long rows, long cols, int nout, size_t ws)
 {
     if (cols <= 0)
@@ -421,7 +422,7 @@ static int colsum_launches(long rows, long cols, int nout, size_t ws)
     if (nchunks <= 1)
         return 1;
     long chunk = (rows + nchunks - 1) / nchunks;
-    return (rows + chunk - 1) / chunk > 1 ? 2 : 1;
+    return (rows + chunk - 1) / chunk > 1 && cols > 8192L * 32 ? 2 : 1;
 }
 
 /* embedding_bwd of kernels_cuda.cu: clear, keys, bitonic sort, runs */

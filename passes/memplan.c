@@ -340,3 +340,19 @@ void pass_memplan(Graph *g)
         t->offset = r->offset + o;
     }
 }
+
+/* ------------------------------------------------------------ the bound alone */
+
+void fill_arena_lower_bound(Graph *g)
+{
+    for (int i = 0; i < g->nt; i++)
+        g->t[i].inplace_of = -1;
+    int *buf_of = xmalloc(((size_t)g->nt + 1) * sizeof *buf_of);
+    Buf *bufs = xmalloc(((size_t)g->nt + 1) * sizeof *bufs);
+    int n = make_buffers(g, buf_of, bufs);
+    size_t *profile = xmalloc(((size_t)g->nsched + 1) * sizeof *profile);
+    g->region_lower_bound[RG_ARENA] = live_profile(bufs, n, g->nsched, profile);
+    free(profile);
+    free(bufs);
+    free(buf_of);
+}

@@ -176,6 +176,11 @@ void fill_liveness(Graph *g);
  * in-place reuse where legal, the best of several heuristics; with
  * g->no_reuse every arena tensor gets its own storage. Needs fill_liveness. */
 void pass_memplan(Graph *g);
+/* The arena's lower bound alone (g->region_lower_bound[RG_ARENA]: the
+ * largest bytes live at one step, as pass_memplan counts them, in-place
+ * chains included), without placing anything: a plan's arena is never
+ * smaller. Needs fill_liveness. For the budget search's screening. */
+void fill_arena_lower_bound(Graph *g);
 
 /* ---------------------------------------------------------------- plancheck.c */
 /* Independent checker of a finished plan (shares no code with memplan.c):

@@ -219,6 +219,7 @@ int gcrt_ckpt_write(gcrt_run *st, long step)
     char mname[64], sname[64], err[4400];
     ckpt_name(mname, sizeof mname, "model", step);
     ckpt_name(sname, sizeof sname, "state", step);
+    gcrt_progress_break();
     printf("checkpoint: writing step %ld to %s ...\n", step, dir);
     fflush(stdout);
     int rc = write_atomic(dir, mname, model, 2, err, sizeof err);

@@ -22,7 +22,7 @@ enum {
     OPT_STEPS, OPT_LR, OPT_BETA1, OPT_BETA2, OPT_EPS, OPT_WD, OPT_SEED, OPT_LOG,
     OPT_THREADS, OPT_SAMPLE, OPT_PROFILE, OPT_GRADCHECK, OPT_GC_TOL, OPT_GC_H, OPT_HELP, OPT_VERSION,
     OPT_SAVE_EVERY, OPT_CKPT_DIR, OPT_RESUME, OPT_KEEP, OPT_WARMUP, OPT_LR_SCHEDULE, OPT_LR_FINAL_FRAC,
-    OPT_GRAD_CLIP, OPT_SKIP_NONFINITE, OPT_SHUFFLE, OPT_NO_PREFETCH
+    OPT_GRAD_CLIP, OPT_SKIP_NONFINITE, OPT_SHUFFLE, OPT_NO_PREFETCH, OPT_PRINT_EVERY, OPT_PEAK_FLOPS
 };
 
 static const struct option long_opts[] = {
@@ -57,6 +57,8 @@ static const struct option long_opts[] = {
     {"skip-nonfinite", no_argument, 0, OPT_SKIP_NONFINITE},
     {"shuffle", no_argument, 0, OPT_SHUFFLE},
     {"no-prefetch", no_argument, 0, OPT_NO_PREFETCH},
+    {"print-every", required_argument, 0, OPT_PRINT_EVERY},
+    {"peak-flops", required_argument, 0, OPT_PEAK_FLOPS},
     {"help", no_argument, 0, OPT_HELP},
     {"version", no_argument, 0, OPT_VERSION},
     {0, 0, 0, 0},
@@ -66,6 +68,7 @@ static const struct option long_opts[] = {
 int gcrt_errorf(const char *fmt, ...)
 {
     va_list ap;
+    gcrt_progress_break();    /* the message on a line of its own, not after the status line */
     fputs("error: ", stderr);
     va_start(ap, fmt);
     vfprintf(stderr, fmt, ap);
@@ -120,8 +123,26 @@ static void print_help(const char *argv0, const gc_program *p)
            "  --resume DIR         continue from DIR's newest checkpoint (bit-identical to a run that was\n"
            "                       never stopped); starts at step 1 when DIR holds none (then --init, if\n"
            "                       given, is used); implies --ckpt-dir DIR unless that is given\n");
+    printf("  --print-every N      stdout not a terminal: a line every N steps (default 1) and after the\n"
+           "                       last step, ms and tok/s the mean since the previous line; a terminal:\n"
+           "                       one status line rewritten in place (step, loss and its mean over the\n"
+           "                       last %d steps, ms/step, tok/s, MFU, ETA%s), and with this flag\n"
+           "                       also a kept line every N steps\n",
+           GCRT_AVG_STEPS, strcmp(p->target, "cuda") ? "" : ", device memory used vs planned");
+    printf("  --peak-flops X       the FLOP/s MFU is measured against (e.g. 989e12); default: %s\n",
+           !strcmp(p->target, "cuda") ? "the GPU's\n"
+                                        "                       dense matmul peak at this precision when the runtime knows "
+                                        "the GPU,\n                       else the compiled-in --device profile's, else no MFU"
+           : p->peak_flops > 0 ? "the\n                       compiled-in --device profile's"
+                               : "none (no MFU\n"
+                                 "                       shown); gcompile --device PROFILE compiles a profile's peak in");
+    if (p->peak_flops > 0)
+        printf("                       (compiled in: %s, %.4g FLOP/s)\n", p->peak_device ? p->peak_device : "?",
+               p->peak_flops);
     printf("  --seed N             seed for init, sampling and gradcheck (default %d)\n"
-           "  --log FILE           write one JSON object per step to FILE (JSONL)\n"
+           "  --log FILE           write one JSON object per step to FILE (JSONL): step, loss, ms,\n"
+           "                       tok_per_s, lr, grad_norm (before clipping; null when the program\n"
+           "                       does not keep its gradients), val_loss, shard, batch, skipped\n"
            "  --threads N          OpenMP/OpenBLAS threads (default: OpenMP's default)\n"
            "  --sample N           after training, generate and print N tokens (default 0)\n"
            "  --profile            time every op (waiting for the device after each) and print\n"
@@ -252,6 +273,8 @@ static int apply_flag(gcrt_options *o, int code, const char *arg)
     case OPT_SKIP_NONFINITE: o->skip_nonfinite = 1; return 0;
     case OPT_SHUFFLE: o->shuffle = 1; return 0;
     case OPT_NO_PREFETCH: o->no_prefetch = 1; return 0;
+    case OPT_PRINT_EVERY: return parse_long(code, arg, 1, BIG, &o->print_every);
+    case OPT_PEAK_FLOPS: return parse_num(code, arg, NUM_POS, &o->peak_flops);
     case OPT_GRADCHECK: return arg ? parse_long(code, arg, 1, 1000000, &o->gradcheck)
                                    : (o->gradcheck = DEFAULT_GRADCHECK, 0);
     case OPT_LR: return parse_float(code, arg, NUM_NONNEG, &o->lr);

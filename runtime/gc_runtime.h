@@ -260,7 +260,7 @@ typedef struct gc_program {
     /* byte offsets in the arena of the step's inputs and outputs */
     size_t tokens_off, targets_off, loss_off, logits_off;
     long logits_cols;             /* Vp: row length of the logits tensor */
-    double flops_per_step;        /* forward + backward + optimizer */
+    double flops_per_step;        /* forward + backward + optimizer (model FLOPs: recompute not counted) */
     size_t device_reserve_bytes;  /* device memory needed beyond the regions (CUDA context, kernel images, cuBLASLt) */
     /* optimizer defaults from the graph's `optimizer` statement */
     float lr, beta1, beta2, eps, weight_decay;
@@ -287,6 +287,12 @@ typedef struct gc_program {
      * rows each (B is the micro-batch), the optimizer with the last one;
      * 0 or 1: one run */
     int micro_batches;
+    /* the matmul peak (FLOP/s) of the cost model's device profile when the
+     * program was compiled with --device (MFU's default where the runtime
+     * does not know the device's own peak), and that profile's name; 0, NULL
+     * without --device */
+    double peak_flops;
+    const char *peak_device;
 } gc_program;
 
 /* The emitted program's main(): parses flags (--help lists them), allocates

@@ -1,6 +1,6 @@
 /* gc_runtime_internal.h — private to the program harness around the step
  * (train_main.c and its rooms flags.c, progress.c, ckpt.c, sample.c,
- * gradcheck.c, data.c, corpus.c, rng.c) and to the CPU kernels (kernels_cpu.c,
+ * gradcheck.c, data.c, corpus.c, rng.c, status_line.c) and to the CPU kernels (kernels_cpu.c,
  * gemm_cpu.c). Nothing here is seen by emitted
  * code; names carry the prefix gcrt_ so they never collide with the kernels.
  *
@@ -215,7 +215,7 @@ int gcrt_state_read(const char *path, void **buf, gcrt_state *s, char *err, size
 #ifndef GC_RUNTIME_VERSION
 #define GC_RUNTIME_VERSION "0.1.0"
 #endif
-enum { GCRT_DEFAULT_VAL_BATCHES = 8 };
+enum { GCRT_DEFAULT_VAL_BATCHES = 8, GCRT_AVG_STEPS = 20 };   /* GCRT_AVG_STEPS: the loss's moving mean */
 
 /* Everything the command line sets. */
 typedef struct {
@@ -229,6 +229,8 @@ typedef struct {
     int skip_nonfinite;
     int shuffle, no_prefetch;        /* --shuffle, --no-prefetch */
     int profile;
+    long print_every;                /* --print-every N; 0: not given (1 off a terminal) */
+    double peak_flops;               /* --peak-flops X (FLOP/s); 0: the device's or compiled-in */
     unsigned long long seed;
     float lr, beta1, beta2, eps, wd;
     double gc_tol, gc_h;
@@ -262,6 +264,7 @@ typedef struct {
     long long skipped;             /* steps skipped as non-finite */
     void *resume_buf;              /* the state file resumed from (freed at the end) */
     const unsigned char *resume_optstate;  /* its optimizer state, uploaded once */
+    struct gcrt_progress *progress;  /* what progress.c keeps between steps */
 } gcrt_run;
 
 /* ---------------------------------------------------------------- ranks.c: the process group */
@@ -309,10 +312,32 @@ typedef struct {
     long batch;
 } gcrt_step_info;
 
-/* The progress line of one step and its JSONL record. */
+/* Before the first step: whether stdout is a terminal (then one status line
+ * rewritten in place, else plain lines every --print-every steps), the peak
+ * MFU is measured against (--peak-flops, else the device's, else the
+ * compiled-in --device profile's, else none), printed with the step's FLOPs;
+ * 0 or exit status 1 (out of memory). */
+int gcrt_progress_start(gcrt_run *st);
+/* The progress of one step (the status line, or a plain line when due) and
+ * its JSONL record. */
 void gcrt_report_step(gcrt_run *st, const gcrt_step_info *si);
+/* (status_line.c) Clears the status line, if one is on the terminal, so
+ * that a message can be printed on a line of its own (the next step draws
+ * it again). */
+void gcrt_progress_break(void);
+/* After the last step (whose line, on a terminal, took the status line's
+ * place): the final summary ("done: ..."). mean_ms over
+ * `timed` steps (the run's first is not timed when there are others). */
+void gcrt_progress_done(gcrt_run *st, double mean_ms, long timed);
+void gcrt_progress_free(gcrt_run *st);
 /* The --profile table: categories by time, largest first. */
 void gcrt_print_profile(const gcrt_run *st, long nsteps, double step_ms);
+
+/* ---------------------------------------------------------------- status_line.c */
+/* Draws line[0..n) as the terminal's status line ("\r", the text, cleared to
+ * the end of the line); gcrt_progress_break (above) clears it. */
+void gcrt_status_draw(const char *line, size_t n);
+int gcrt_status_shown(void);
 
 /* ---------------------------------------------------------------- schedule.c */
 enum { GCRT_LR_CONSTANT, GCRT_LR_COSINE, GCRT_LR_LINEAR };

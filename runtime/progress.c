@@ -1,11 +1,19 @@
 /* progress.c — what a run prints: the header (program, dims, plan, memory),
- * one line per step with its JSONL log record, and the --profile table.
+ * the progress of the steps with their JSONL log records, the final summary
+ * and the --profile table.
+ *
+ * Progress: when stdout is a terminal, one status line rewritten in place
+ * (status_line.c; cut to the terminal's width); other messages clear it
+ * first (gcrt_progress_break) and the next step draws it again. Otherwise plain lines, llm.c style, every --print-every steps.
  */
+#define _DEFAULT_SOURCE 1   /* TIOCGWINSZ */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <time.h>
+#include <unistd.h>
 #ifdef _OPENMP
 #include <omp.h>
 #endif
@@ -118,29 +126,146 @@ void gcrt_print_header(const gc_program *p)
     printf("device: %s | threads %d\n", gc_device_name(), max_threads());
 }
 
-void gcrt_report_step(gcrt_run *st, const gcrt_step_info *si)
+/* ---------------------------------------------------------------- progress of the steps */
+
+struct gcrt_progress {
+    int tty, cols;          /* stdout is a terminal, its width (0: unknown) */
+    double peak;            /* FLOP/s that MFU is measured against, 0: no MFU */
+    float recent[GCRT_AVG_STEPS];   /* the last losses, a ring */
+    long nrecent;
+    double since_ms;        /* step time since the last plain line, and its steps */
+    long since_n;
+    double t_first_ms;      /* when the run's first step ended, and the steps since */
+    long after_first;
+    double t_start_ms;      /* when training started */
+    gcrt_step_info last;    /* the latest step */
+};
+
+int gcrt_progress_start(gcrt_run *st)
 {
     const gc_program *p = st->prog;
-    double ms = si->ms, tps = (double)st->BT * st->ctx.nranks / (ms / 1e3), peak = gc_device_peak_flops(p->bf16);
+    struct gcrt_progress *pr = calloc(1, sizeof *pr);
+    if (!pr)
+        return gcrt_errorf("out of memory");
+    st->progress = pr;
+    pr->t_start_ms = gcrt_now_ms();
+    /* mpirun hands its ranks a pseudo-terminal as stdout and forwards it to
+     * wherever its own stdout goes: under MPI, plain lines */
+    int mpi = st->ctx.nranks > 1 || getenv("OMPI_COMM_WORLD_SIZE") || getenv("PMI_SIZE");
+    pr->tty = !mpi && isatty(STDOUT_FILENO);
+    struct winsize ws;
+    if (pr->tty && ioctl(STDOUT_FILENO, TIOCGWINSZ, &ws) == 0)
+        pr->cols = ws.ws_col;
+    double dev = gc_device_peak_flops(p->bf16);
+    const char *src = "--peak-flops";
+    pr->peak = st->o.peak_flops;
+    if (pr->peak <= 0 && dev > 0)
+        pr->peak = dev, src = gc_device_name();
+    else if (pr->peak <= 0 && p->peak_flops > 0)
+        pr->peak = p->peak_flops, src = p->peak_device ? p->peak_device : "compiled-in profile";
+    if (p->flops_per_step > 0) {
+        printf("compute: %.6g GFLOP per step (gcompile's count, model FLOPs)", p->flops_per_step / 1e9);
+        if (pr->peak > 0)
+            printf(" | MFU against %.4g %sFLOP/s (%s)", pr->peak / (pr->peak >= 1e12 ? 1e12 : 1e9),
+                   pr->peak >= 1e12 ? "T" : "G", src);
+        else
+            printf(" | no MFU: peak unknown (--peak-flops X)");
+        putchar('\n');
+    }
+    return 0;
+}
+
+void gcrt_progress_free(gcrt_run *st)
+{
+    free(st->progress);
+    st->progress = NULL;
+}
+
+static double mean_recent(const struct gcrt_progress *pr)
+{
+    long n = pr->nrecent < GCRT_AVG_STEPS ? pr->nrecent : GCRT_AVG_STEPS;
+    double s = 0;
+    for (long i = 0; i < n; i++)
+        s += pr->recent[i];
+    return n ? s / (double)n : NAN;
+}
+
+static double tok_per_s(const gcrt_run *st, double ms) { return (double)st->BT * st->ctx.nranks / (ms / 1e3); }
+
+static double mfu(const gcrt_run *st, double ms)
+{
+    double peak = st->progress->peak;
+    return peak > 0 && st->prog->flops_per_step > 0 && ms > 0 ? st->prog->flops_per_step / (ms / 1e3) / peak : NAN;
+}
+
+/* "1h02m03s", "2m03s", "3s" */
+static const char *duration(double s, char *buf, size_t len)
+{
+    long t = s > 0 && s < 1e9 ? (long)(s + 0.5) : 0;
+    if (t >= 3600)
+        snprintf(buf, len, "%ldh%02ldm%02lds", t / 3600, t / 60 % 60, t % 60);
+    else if (t >= 60)
+        snprintf(buf, len, "%ldm%02lds", t / 60, t % 60);
+    else
+        snprintf(buf, len, "%lds", t);
+    return buf;
+}
+
+/* The plain line of a step (llm.c style; the tests parse "step N/M | loss X"). */
+static void plain_line(gcrt_run *st, const gcrt_step_info *si, double ms)
+{
     printf("step %4ld/%ld | loss %.6f | lr %.3e", si->step, st->o.steps, si->loss, si->lr);
     if (!isnan(si->gnorm))
         printf(" | norm %.4f", si->gnorm);
-    printf(" | %.1f ms | %.0f tok/s", ms, tps);
-    if (peak > 0 && p->flops_per_step > 0)
-        printf(" | MFU %.1f%%", 100.0 * p->flops_per_step / (ms / 1e3) / peak);
+    printf(" | %.1f ms | %.0f tok/s", ms, tok_per_s(st, ms));
+    if (!isnan(mfu(st, ms)))
+        printf(" | MFU %.1f%%", 100.0 * mfu(st, ms));
     if (!isnan(si->val))
         printf(" | val loss %.6f", si->val);
     if (si->skipped)
         printf(" | SKIPPED (non-finite; %lld so far)", st->skipped);
     putchar('\n');
-    fflush(stdout);
-    if (!st->log)
-        return;
+}
+
+/* The status line: rewritten in place, cut to the terminal's width. */
+static void status_line(gcrt_run *st, const gcrt_step_info *si)
+{
+    const struct gcrt_progress *pr = st->progress;
+    char line[512], t[32];
+    size_t n = 0;
+#define ADD(...) (n += (size_t)snprintf(line + n, n < sizeof line ? sizeof line - n : 0, __VA_ARGS__))
+    ADD("step %ld/%ld | loss %.4f avg %.4f | lr %.2e", si->step, st->o.steps, si->loss, mean_recent(pr), si->lr);
+    if (!isnan(si->gnorm))
+        ADD(" | norm %.3f", si->gnorm);
+    ADD(" | %.1f ms/step | %.0f tok/s", si->ms, tok_per_s(st, si->ms));
+    if (!isnan(mfu(st, si->ms)))
+        ADD(" | MFU %.1f%%", 100.0 * mfu(st, si->ms));
+    long left = st->o.steps - si->step;
+    double per = pr->after_first > 0 ? (gcrt_now_ms() - pr->t_first_ms) / (double)pr->after_first : si->ms;
+    ADD(" | ETA %s", duration(left * per / 1e3, t, sizeof t));
+    size_t total = gc_device_total_bytes();
+    if (total > 0) {   /* CUDA: memory in use on the device (cudaMemGetInfo) vs the plan + its reserve */
+        double used = (double)(total - gc_device_free_bytes()), GiB = 1024.0 * 1024.0 * 1024.0;
+        ADD(" | mem %.2f GiB, plan %.2f + reserve %.2f", used / GiB,
+            (double)gcrt_total_region_bytes(st->prog) / GiB, (double)st->prog->device_reserve_bytes / GiB);
+    }
+#undef ADD
+    if (n >= sizeof line)
+        n = sizeof line - 1;
+    if (pr->cols > 1 && n > (size_t)pr->cols - 1)   /* a wrapped line could not be rewritten in place */
+        n = (size_t)pr->cols - 1;
+    gcrt_status_draw(line, n);
+}
+
+static void log_step(gcrt_run *st, const gcrt_step_info *si)
+{
     fprintf(st->log, "{\"step\":%ld,\"loss\":%.9g,\"ms\":%.3f,\"tok_per_s\":%.1f,\"lr\":%.9g", si->step,
-            si->loss, ms, tps, si->lr);
+            si->loss, si->ms, tok_per_s(st, si->ms), si->lr);
     if (!isnan(si->gnorm) || si->skipped)   /* JSON has no NaN: a non-finite norm is a string */
         isfinite(si->gnorm) ? fprintf(st->log, ",\"grad_norm\":%.9g", si->gnorm)
                             : fprintf(st->log, ",\"grad_norm\":\"%s\"", isnan(si->gnorm) ? "nan" : "inf");
+    else
+        fputs(",\"grad_norm\":null", st->log);   /* not measured: the program keeps no gradients */
     if (!isnan(si->val))
         fprintf(st->log, ",\"val_loss\":%.9g", si->val);
     fprintf(st->log, ",\"shard\":%d,\"batch\":%ld", si->shard, si->batch);
@@ -148,4 +273,53 @@ void gcrt_report_step(gcrt_run *st, const gcrt_step_info *si)
         fprintf(st->log, ",\"skipped\":true,\"skipped_total\":%lld", st->skipped);
     fputs("}\n", st->log);
     fflush(st->log);
+}
+
+void gcrt_report_step(gcrt_run *st, const gcrt_step_info *si)
+{
+    struct gcrt_progress *pr = st->progress;
+    if (isfinite(si->loss))
+        pr->recent[pr->nrecent++ % GCRT_AVG_STEPS] = si->loss;
+    if (si->step == st->first_step)
+        pr->t_first_ms = gcrt_now_ms();
+    else
+        pr->after_first++;
+    pr->since_ms += si->ms, pr->since_n++;
+    pr->last = *si;
+    long every = st->o.print_every;
+    int notable = !isnan(si->val) || si->skipped;   /* never hidden between lines */
+    int due = every > 0 && (si->step % every == 0 || si->step == st->o.steps);
+    int last = si->step == st->o.steps;
+    /* off a terminal, without --print-every: every step; on one, a kept line
+     * (above the status line) with --print-every, and the last step's line
+     * in place of the status line */
+    if (due || notable || (!pr->tty && every == 0) || (pr->tty && last)) {
+        gcrt_progress_break();
+        plain_line(st, si, pr->since_ms / (double)pr->since_n);
+        pr->since_ms = 0, pr->since_n = 0;
+    }
+    if (pr->tty && !last)
+        status_line(st, si);
+    fflush(stdout);
+    if (st->log)
+        log_step(st, si);
+}
+
+void gcrt_progress_done(gcrt_run *st, double mean_ms, long timed)
+{
+    struct gcrt_progress *pr = st->progress;
+    char t[32];
+    gcrt_progress_break();
+    printf("done: %ld steps | %.1f ms/step | %.0f tok/s", st->o.steps, mean_ms, tok_per_s(st, mean_ms));
+    if (timed > 1)
+        printf(" (mean over steps %ld..)", st->first_step + 1);
+    if (pr && !isnan(mfu(st, mean_ms)))
+        printf(" | MFU %.1f%%", 100.0 * mfu(st, mean_ms));
+    if (pr && pr->nrecent > 0)
+        printf(" | final loss %.6f, avg of the last %ld %.6f", pr->last.loss,
+               pr->nrecent < GCRT_AVG_STEPS ? pr->nrecent : (long)GCRT_AVG_STEPS, mean_recent(pr));
+    if (pr)
+        printf(" | %s in all", duration((gcrt_now_ms() - pr->t_start_ms) / 1e3, t, sizeof t));
+    putchar('\n');
+    fflush(stdout);
 }

@@ -103,6 +103,7 @@ static void report_reserve(const gcrt_run *st)
     if (total == 0)
         return;
     size_t used = total - free_b, other = used > plan ? used - plan : 0;
+    gcrt_progress_break();
     printf("device memory after the first step: %zu bytes in use = plan %zu + %zu other (CUDA context, kernel "
            "images, cuBLASLt; gcompile reserves %zu: %s)\n",
            used, plan, other, st->prog->device_reserve_bytes, other <= st->prog->device_reserve_bytes ? "ok" : "EXCEEDED");
@@ -198,6 +199,7 @@ static void release(gcrt_run *st)
     free(st->inputs);
     free(st->targets);
     free(st->resume_buf);
+    gcrt_progress_free(st);
 }
 
 /* ---------------------------------------------------------------- one step */
@@ -367,7 +369,7 @@ static int train(gcrt_run *st, int *stopped)
     if (st->o.profile && st->prog->nprof > 0 &&
         !(st->prof = calloc((size_t)st->prog->nprof, sizeof *st->prof)))
         return gcrt_errorf("--profile: out of memory");
-    if (gcrt_data_start(st))
+    if (gcrt_data_start(st) || gcrt_progress_start(st))
         return 1;
     catch_stop_signals();
     for (long step = st->first_step; step <= st->o.steps; step++) {
@@ -396,6 +398,7 @@ static int train(gcrt_run *st, int *stopped)
         if (ckpt_due(st, step) && gcrt_ckpt_write(st, step))
             return 1;
         if (stop_signal) {
+            gcrt_progress_break();
             printf("stopped by %s after step %ld%s\n", stop_signal == SIGINT ? "SIGINT" : "SIGTERM", step,
                    st->o.ckpt_dir ? "; resume with --resume" : " (no --ckpt-dir: nothing saved)");
             *stopped = 1;
@@ -404,11 +407,7 @@ static int train(gcrt_run *st, int *stopped)
     }
     if (timed > 0) {
         double mean = sum_ms / (double)timed;
-        printf("done: %ld steps | %.1f ms/step | %.0f tok/s", st->o.steps, mean,
-               (double)st->BT * st->ctx.nranks / (mean / 1e3));
-        if (timed > 1)
-            printf(" (mean over steps %ld..)", st->first_step + 1);
-        putchar('\n');
+        gcrt_progress_done(st, mean, timed);
         if (st->prof) {
             gcrt_print_profile(st, timed, mean);
             long n = st->o.steps - st->first_step + 1;

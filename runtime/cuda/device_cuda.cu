@@ -174,13 +174,25 @@ void gc_device_sync(void)
 enum { SUMSQ_BLOCKS = 256, SUMSQ_THREADS = 256 };
 
 /* part[b] = sum of x[i]^2 over the grid-stride share of block b, in double;
- * the host adds the parts in block order, so the result is deterministic. */
-static __global__ void gc_sumsq_kernel(double *part, const float *x, long n)
+ * the host adds the parts in block order, so the result is deterministic.
+ * nv 16-byte vectors of 4 (gc_cuda.h; 0 when x is misaligned), then the
+ * remaining elements one by one. */
+static __global__ void gc_sumsq_kernel(double *part, const float *x, long n, long nv)
 {
     __shared__ double s[SUMSQ_THREADS];
     double acc = 0;
-    for (long i = (long)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (long)gridDim.x * blockDim.x)
-        acc += (double)x[i] * (double)x[i];
+    long items = nv + (n - nv * 4), stride = (long)gridDim.x * blockDim.x;
+    for (long t = (long)blockIdx.x * blockDim.x + threadIdx.x; t < items; t += stride) {
+        float v[4];
+        if (t < nv) {
+            gc_vload<4>(v, x + t * 4);
+            for (int k = 0; k < 4; k++)
+                acc += (double)v[k] * (double)v[k];
+        } else {
+            float xi = x[nv * 4 + (t - nv)];
+            acc += (double)xi * (double)xi;
+        }
+    }
     s[threadIdx.x] = acc;
     __syncthreads();
     for (int w = SUMSQ_THREADS / 2; w > 0; w /= 2) {
@@ -192,10 +204,21 @@ static __global__ void gc_sumsq_kernel(double *part, const float *x, long n)
         part[blockIdx.x] = s[0];
 }
 
-static __global__ void gc_scale_kernel(float *x, long n, float s)
+/* x *= s; vectors as gc_sumsq_kernel */
+static __global__ void gc_scale_kernel(float *x, long n, float s, long nv)
 {
-    for (long i = (long)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (long)gridDim.x * blockDim.x)
-        x[i] *= s;
+    long items = nv + (n - nv * 4), stride = (long)gridDim.x * blockDim.x;
+    for (long t = (long)blockIdx.x * blockDim.x + threadIdx.x; t < items; t += stride) {
+        if (t < nv) {
+            float v[4];
+            gc_vload<4>(v, x + t * 4);
+            for (int k = 0; k < 4; k++)
+                v[k] *= s;
+            gc_vstore<4>(x + t * 4, v);
+        } else {
+            x[nv * 4 + (t - nv)] *= s;
+        }
+    }
 }
 
 double gc_device_sumsq(const float *x, long n)
@@ -204,7 +227,7 @@ double gc_device_sumsq(const float *x, long n)
     double host[SUMSQ_BLOCKS];
     if (!part)
         GC_CUDA_CHECK(cudaMalloc((void **)&part, SUMSQ_BLOCKS * sizeof(double)));
-    GC_LAUNCH(gc_sumsq_kernel, SUMSQ_BLOCKS, SUMSQ_THREADS, 0, part, x, n);
+    GC_LAUNCH(gc_sumsq_kernel, SUMSQ_BLOCKS, SUMSQ_THREADS, 0, part, x, n, gc_al16(x) ? n / 4 : 0L);
     gc_device_download(host, part, sizeof host);
     double sum = 0;
     for (int b = 0; b < SUMSQ_BLOCKS; b++)
@@ -214,5 +237,5 @@ double gc_device_sumsq(const float *x, long n)
 
 void gc_device_scale(float *x, long n, float s)
 {
-    GC_LAUNCH(gc_scale_kernel, SUMSQ_BLOCKS, SUMSQ_THREADS, 0, x, n, s);
+    GC_LAUNCH(gc_scale_kernel, SUMSQ_BLOCKS, SUMSQ_THREADS, 0, x, n, s, gc_al16(x) ? n / 4 : 0L);
 }

@@ -9,6 +9,7 @@
  * Sections:
  *   types       gc_bf16
  *   checks      GC_CUDA_CHECK, GC_CUBLAS_CHECK, GC_LAUNCH, GC_DYN_SHARED
+ *   vectors     GcVec, gc_al16, gc_vload, gc_vstore (16-byte accesses)
  *   device_cuda.cu   stream, cuBLASLt handle, device error flag
  *   kernels_cuda.cu  workspace, TF32, matmul cache, error flag
  *   kernels_cuda.cu: bf16   the bf16 variants of the kernels
@@ -16,6 +17,7 @@
 #ifndef GC_CUDA_H
 #define GC_CUDA_H
 
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 
@@ -80,6 +82,69 @@ static inline void gc_cublas_check_(cublasStatus_t s, const char *what, const ch
 #define GC_DYN_SHARED(type, name) extern __shared__ type name[]
 #endif
 
+/* ---------------------------------------------------------------- 16-byte vectors */
+/* Memory-bound kernels (kernels_cuda.cu, device_cuda.cu and the elementwise
+ * kernels gcompile emits) move whole 16-byte vectors, as llm.c's do: GcVec<T>
+ * is 16 bytes of T (4 floats, 8 bf16) read or written with one 128-bit
+ * access. A kernel takes the vector path only where every pointer it moves
+ * that way is 16-byte aligned (gc_al16, checked at run time: the planner's
+ * offsets are 256-byte aligned, views and parameters inside a region need
+ * not be) and the shape keeps the vectors aligned; the tail (n mod the vector
+ * length), or everything when misaligned, goes one element at a time. */
+#ifdef __cplusplus
+template <class T> struct alignas(16) GcVec {
+    static const int N = 16 / sizeof(T);
+    T v[16 / sizeof(T)];
+};
+
+__host__ __device__ __forceinline__ bool gc_al16(const void *p) { return ((uintptr_t)p & 15u) == 0; }
+
+__device__ __forceinline__ float gc_tof(float x) { return x; }
+__device__ __forceinline__ float gc_tof(gc_bf16 x) { return __bfloat162float(x); }
+__device__ __forceinline__ void gc_fromf(float *p, float v) { *p = v; }
+__device__ __forceinline__ void gc_fromf(gc_bf16 *p, float v) { *p = __float2bfloat16(v); }
+
+/* x[0..V) = p[0..V) in float. V a multiple of GcVec<T>::N (16-byte
+ * accesses; p 16-byte aligned), or less than it (one element at a time). */
+template <int V, class T> __device__ __forceinline__ void gc_vload(float *x, const T *p)
+{
+    const int N = GcVec<T>::N;
+    if (V >= N) {
+#pragma unroll
+        for (int j = 0; j + N <= V; j += N) {
+            GcVec<T> w = *(const GcVec<T> *)(p + j);
+#pragma unroll
+            for (int k = 0; k < N; k++)
+                x[j + k] = gc_tof(w.v[k]);
+        }
+    } else {
+#pragma unroll
+        for (int k = 0; k < V; k++)
+            x[k] = gc_tof(p[k]);
+    }
+}
+
+/* p[0..V) = x[0..V), rounded to T (bf16: nearest even); as gc_vload */
+template <int V, class T> __device__ __forceinline__ void gc_vstore(T *p, const float *x)
+{
+    const int N = GcVec<T>::N;
+    if (V >= N) {
+#pragma unroll
+        for (int j = 0; j + N <= V; j += N) {
+            GcVec<T> w;
+#pragma unroll
+            for (int k = 0; k < N; k++)
+                gc_fromf(&w.v[k], x[j + k]);
+            *(GcVec<T> *)(p + j) = w;
+        }
+    } else {
+#pragma unroll
+        for (int k = 0; k < V; k++)
+            gc_fromf(p + k, x[k]);
+    }
+}
+#endif
+
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -104,7 +169,7 @@ void gc_cuda_check_errors(void);
 /* ---------------------------------------------------------------- kernels_cuda.cu */
 
 /* Scratch memory for cuBLASLt and for the deterministic reductions: the
- * two-pass column sums (reduce_rows, layernorm dw/db: up to
+ * chunked column sums (reduce_rows, layernorm dw/db: up to
  * 1024 x cols x 2 floats, fewer chunks when smaller) and embedding_bwd's sort
  * (8 bytes x n rounded up to a power of two; below that an O(n^2) fallback).
  * Used in stream order on gc_stream only, so one buffer serves every kernel.
@@ -141,6 +206,10 @@ void gc_cuda_read_error(gc_cuda_error *e);  /* synchronous; clears the flag */
 
 /* Drops the cached cuBLASLt descriptors (called by tests and at exit). */
 void gc_cuda_matmul_cache_clear(void);
+
+/* Tests: lowers the column sums' limit of 8192 column tiles (32 columns
+ * each), above which a second kernel adds the chunks (0: back to 8192). */
+void gc_cuda_colsum_max_tiles(long n);
 
 /* ---------------------------------------------------------------- kernels_cuda.cu: bf16 */
 /* For --precision bf16 (llm.c's scheme): bf16 activations and bf16 copies of

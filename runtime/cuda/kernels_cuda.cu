@@ -6,7 +6,7 @@
  * sizes, flags). Row kernels (layernorm, softmax) put one warp on a row and
  * reduce with shuffles; cross-entropy puts a block on a row. Every reduction
  * has a fixed shape that depends only on the sizes (and on the workspace size
- * for the two-pass column sums), never on timing: no floating-point atomics,
+ * for the chunked column sums), never on timing: no floating-point atomics,
  * so a step is bit-reproducible.
  *
  * Kernels are templates over the storage type of activations (float, and
@@ -166,29 +166,39 @@ static __device__ MaxSum block_maxsum(MaxSum v)
 /* max and sum of exp(x - max) over x[0..n), the whole block cooperating */
 template <class T> static __device__ MaxSum block_row_maxsum(const T *x, long n)
 {
+    const int V = GcVec<T>::N;   /* 16-byte vectors over [0, ve), then one by one */
+    long ve = gc_al16(x) ? n / V * V : 0;
     MaxSum ms = {-INFINITY, 0.0f};
-    for (long c = threadIdx.x; c < n; c += blockDim.x)
+    for (long c = (long)threadIdx.x * V; c < ve; c += (long)blockDim.x * V) {
+        float xv[V];
+        gc_vload<V>(xv, x + c);
+        for (int k = 0; k < V; k++)
+            ms = ms_add(ms, xv[k]);
+    }
+    for (long c = ve + threadIdx.x; c < n; c += blockDim.x)
         ms = ms_add(ms, to_f(x[c]));
     return block_maxsum(ms);
 }
 
-/* 16-byte vectors: VecN<T> is 16 bytes of T (4 floats, 8 bf16), loaded and
- * stored with one 128-bit access. A row kernel takes the whole vectors of a
- * row this way when every row pointer it touches is 16-byte aligned, then
- * the tail (n mod N elements), or the whole of a misaligned row, one element
- * at a time. */
-template <class T> struct alignas(16) VecN {
-    static const int N = 16 / sizeof(T);
-    T v[16 / sizeof(T)];
-};
+/* 16-byte vectors (gc_cuda.h): VecN<T> is 16 bytes of T (4 floats, 8 bf16).
+ * A row kernel takes the whole vectors of a row this way when every row
+ * pointer it touches is 16-byte aligned, then the tail (n mod N elements),
+ * or the whole of a misaligned row, one element at a time. An elementwise
+ * kernel runs vec_items(): nv vectors (the first nv*N elements), then the
+ * rest one element per item. */
+template <class T> using VecN = GcVec<T>;
 
-__device__ __forceinline__ bool al16(const void *p) { return ((uintptr_t)p & 15u) == 0; }
+__host__ __device__ __forceinline__ bool al16(const void *p) { return gc_al16(p); }
 
 /* elements [0, end) of a row of n go by vectors: a multiple of N, 0 when misaligned */
 template <class T> __device__ __forceinline__ long vec_end(long n, bool aligned)
 {
     return aligned ? n / VecN<T>::N * VecN<T>::N : 0;
 }
+
+/* work items over n elements: n / V vectors when aligned (else none), then the rest one by one */
+static long vec_count(long n, int V, bool aligned) { return aligned ? n / V : 0; }
+static long vec_items(long n, int V, long nv) { return nv + (n - nv * V); }
 
 static unsigned ceil_div(long a, long b) { return (unsigned)((a + b - 1) / b); }
 
@@ -356,7 +366,8 @@ static MatmulPlan *plan_get(const MatmulPlan *key)
 
 template <class T> static void fill(T *x, long n, float value);
 
-/* c (n / N, N) += bias (N) */
+/* c (n / N, N) += bias (N). Only for a bias under 16-byte aligned (below),
+ * so one element at a time: no 16-byte vector of it exists. */
 template <class T> __global__ void add_bias_kernel(T *c, const T *bias, long n, long N)
 {
     long e = (long)blockIdx.x * blockDim.x + threadIdx.x;
@@ -450,29 +461,68 @@ void gc_matmul_bf16_f32(float *c, const gc_bf16 *a, const gc_bf16 *b, long batch
     matmul(c, CUDA_R_32F, a, b, CUDA_R_16BF, batch, M, N, K, ta, tb, acc);
 }
 
-/* ---------------------------------------------------------------- column sums (two-pass) */
+/* ---------------------------------------------------------------- column sums */
 /* out_k[c] (+)= sum_r f_k(r, c) for k < NOUT: the reductions behind
- * gc_reduce_rows and layernorm's dw/db. Pass 1: block (32, 8) sums a tile of
- * 32 columns x `chunk` rows into partial[k][tile_row][col] (or straight into
- * out when there is one chunk); pass 2 adds the chunks in order. */
+ * gc_reduce_rows (bias gradients) and layernorm's dw/db, in one launch.
+ * Block (32, 8) sums a tile of 32 x W columns (W: 16-byte vectors of the
+ * input, or 1 when a pointer is misaligned or cols is not a multiple) over
+ * `chunk` rows; with one chunk it writes out directly. With several, each
+ * block writes partial[k][chunk][col] to the workspace and counts itself
+ * done for its tile (an integer atomic); the tile's last block adds the
+ * chunks in order and writes out. The summation order depends only on rows,
+ * cols and the workspace size (not on W or on which block finishes last),
+ * so the bits are reproducible. Above CS_MAX_TILES tiles of 32 columns: a
+ * second kernel adds the chunks instead (ir/ops.c counts the launches). */
 
-enum { CS_TX = 32, CS_TY = 8, CS_CHUNK = 128, CS_MAX_CHUNKS = 1024 };
+enum { CS_TX = 32, CS_TY = 8, CS_CHUNK = 128, CS_MAX_CHUNKS = 1024, CS_MAX_TILES = 8192 };
+
+/* blocks done per column tile; the last one resets its counter */
+static __device__ unsigned gc_cs_done[CS_MAX_TILES];
+static long gc_cs_max_tiles = CS_MAX_TILES;
+
+void gc_cuda_colsum_max_tiles(long n) { gc_cs_max_tiles = n > 0 && n < (long)CS_MAX_TILES ? n : (long)CS_MAX_TILES; }
+
+/* a load that bypasses L1: other blocks' partial sums */
+__device__ __forceinline__ float ld_cg(const float *p)
+{
+#ifdef GCEMU
+    return *p;
+#else
+    return __ldcg(p);
+#endif
+}
 
 template <class T> struct ReduceRowsF {
     const T *in;
+    typedef T elem;
     static const int NOUT = 1;
-    __device__ void operator()(long r, long c, long cols, float *v) const { v[0] += to_f(in[r * cols + c]); }
+    bool aligned() const { return al16(in); }
+    template <int W> __device__ void add(long r, long c, long cols, float (*v)[W]) const
+    {
+        float x[W];
+        gc_vload<W>(x, in + r * cols + c);
+#pragma unroll
+        for (int j = 0; j < W; j++)
+            v[0][j] += x[j];
+    }
 };
 
 template <class T> struct LayernormDwDbF {
     const T *dout, *x;
     const float *mean, *rstd;
+    typedef T elem;
     static const int NOUT = 2;
-    __device__ void operator()(long r, long c, long cols, float *v) const
+    bool aligned() const { return al16(dout) && al16(x); }
+    template <int W> __device__ void add(long r, long c, long cols, float (*v)[W]) const
     {
-        float d = to_f(dout[r * cols + c]);
-        v[0] += d * (to_f(x[r * cols + c]) - mean[r]) * rstd[r];   /* dw */
-        v[1] += d;                                                  /* db */
+        float d[W], xv[W], m = mean[r], rs = rstd[r];
+        gc_vload<W>(d, dout + r * cols + c);
+        gc_vload<W>(xv, x + r * cols + c);
+#pragma unroll
+        for (int j = 0; j < W; j++) {
+            v[0][j] += d[j] * (xv[j] - m) * rs;   /* dw */
+            v[1][j] += d[j];                      /* db */
+        }
     }
 };
 
@@ -481,36 +531,71 @@ struct ColOut {
     int acc[2];
 };
 
-/* grid (ceil(cols/32), nchunks), block (32, 8) */
-template <class F>
-__global__ void colsum_partial_kernel(ColOut o, float *partial, F f, long rows, long cols, long chunk)
+/* grid (ceil(cols / (32 W)), nchunks), block (32, 8). partial: NULL with one
+ * chunk; final: whether the tile's last block adds the chunks (else
+ * colsum_final_kernel does). */
+template <class F, int W>
+__global__ void colsum_kernel(ColOut o, float *partial, F f, long rows, long cols, long chunk, int final)
 {
-    __shared__ float sh[F::NOUT][CS_TY][CS_TX + 1];
-    long c = (long)blockIdx.x * CS_TX + threadIdx.x;
+    __shared__ float sh[F::NOUT][CS_TY][CS_TX * W + 1];
+    __shared__ unsigned last;
+    long c = (long)blockIdx.x * CS_TX * W + (long)threadIdx.x * W;   /* this thread's first column */
     long r0 = (long)blockIdx.y * chunk, r1 = r0 + chunk < rows ? r0 + chunk : rows;
-    float v[F::NOUT];
+    bool mine = c < cols;   /* W > 1 only when cols is a multiple of W */
+    float v[F::NOUT][W];
     for (int k = 0; k < F::NOUT; k++)
-        v[k] = 0.0f;
-    if (c < cols)
+        for (int j = 0; j < W; j++)
+            v[k][j] = 0.0f;
+    if (mine)
         for (long r = r0 + threadIdx.y; r < r1; r += CS_TY)
-            f(r, c, cols, v);
+            f.template add<W>(r, c, cols, v);
     for (int k = 0; k < F::NOUT; k++)
-        sh[k][threadIdx.y][threadIdx.x] = v[k];
+        for (int j = 0; j < W; j++)
+            sh[k][threadIdx.y][threadIdx.x * W + j] = v[k][j];
     __syncthreads();
-    if (threadIdx.y != 0 || c >= cols)
+    bool lead = threadIdx.y == 0 && mine;   /* sums the 8 rows of partial sums of its columns */
+    float s[F::NOUT][W] = {};
+    for (int k = 0; k < F::NOUT && lead; k++)
+        for (int j = 0; j < W; j++) {
+            float t = 0.0f;
+            for (int y = 0; y < CS_TY; y++)
+                t += sh[k][y][threadIdx.x * W + j];
+            s[k][j] = t;
+        }
+    if (!partial) {   /* one chunk: the sums are final */
+        for (int k = 0; k < F::NOUT && lead; k++)
+            for (int j = 0; j < W && o.out[k]; j++)
+                put(o.out[k] + c + j, s[k][j], o.acc[k]);
         return;
-    for (int k = 0; k < F::NOUT; k++) {
-        float s = 0.0f;
-        for (int y = 0; y < CS_TY; y++)
-            s += sh[k][y][threadIdx.x];
-        if (partial)
-            partial[((long)k * gridDim.y + blockIdx.y) * cols + c] = s;
-        else if (o.out[k])
-            put(o.out[k] + c, s, o.acc[k]);
     }
+    for (int k = 0; k < F::NOUT && lead; k++)
+        gc_vstore<W>(partial + ((long)k * gridDim.y + blockIdx.y) * cols + c, s[k]);
+    if (!final)
+        return;
+    __threadfence();   /* the partial sums are visible before the count */
+    __syncthreads();
+    if (threadIdx.x == 0 && threadIdx.y == 0)
+        last = atomicAdd(&gc_cs_done[blockIdx.x], 1u) == gridDim.y - 1;
+    __syncthreads();
+    if (!last)
+        return;
+    /* the tile's last block: out_k[c] (+)= the chunks' sums, in chunk order */
+    for (int k = 0; k < F::NOUT && lead; k++) {
+        if (!o.out[k])
+            continue;
+        for (int j = 0; j < W; j++) {
+            float t = 0.0f;
+            for (long y = 0; y < (long)gridDim.y; y++)
+                t += ld_cg(partial + ((long)k * gridDim.y + y) * cols + c + j);
+            put(o.out[k] + c + j, t, o.acc[k]);
+        }
+    }
+    if (threadIdx.x == 0 && threadIdx.y == 0)
+        gc_cs_done[blockIdx.x] = 0;   /* ready for the next launch */
 }
 
-/* one thread per column: out_k[c] (+)= sum over chunks, in order */
+/* Above CS_MAX_TILES tiles: one thread per column, out_k[c] (+)= sum over
+ * chunks, in order (the same order as the last block's) */
 template <int NOUT>
 __global__ void colsum_final_kernel(ColOut o, const float *partial, long cols, long nchunks)
 {
@@ -552,9 +637,16 @@ template <class F> static void colsum(ColOut o, F f, long rows, long cols)
     long chunk = (rows + nchunks - 1) / nchunks;
     nchunks = (rows + chunk - 1) / chunk;
     float *partial = nchunks > 1 ? (float *)gc_ws : NULL;
-    dim3 grid(ceil_div(cols, CS_TX), (unsigned)nchunks), block(CS_TX, CS_TY);
-    GC_LAUNCH(colsum_partial_kernel<F>, grid, block, 0, o, partial, f, rows, cols, chunk);
-    if (partial)
+    int final = cols <= gc_cs_max_tiles * CS_TX;   /* tiles of 32 columns fit the counters */
+    const int W = VecN<typename F::elem>::N;           /* one 16-byte vector of the input per thread */
+    dim3 block(CS_TX, CS_TY);
+    if (cols % W == 0 && f.aligned())
+        GC_LAUNCH((colsum_kernel<F, W>), dim3(ceil_div(cols, (long)CS_TX * W), (unsigned)nchunks), block, 0, o,
+                  partial, f, rows, cols, chunk, final);
+    else
+        GC_LAUNCH((colsum_kernel<F, 1>), dim3(ceil_div(cols, CS_TX), (unsigned)nchunks), block, 0, o, partial, f,
+                  rows, cols, chunk, final);
+    if (partial && !final)
         GC_LAUNCH(colsum_final_kernel<F::NOUT>, grid_for(cols, 256), 256, 0, o, partial, cols, nchunks);
 }
 
@@ -578,11 +670,12 @@ void gc_reduce_rows_bf16(float *out, const gc_bf16 *in, long rows, long cols, in
 
 /* ---------------------------------------------------------------- embedding */
 
-/* out (n, C) = table (rows, C)[idx (n)]; one thread per element */
-template <class T>
+/* out (n, C) = table (rows, C)[idx (n)]; one thread per element, or per
+ * 16-byte vector (W = VecN<T>::N) when C is a multiple and both are aligned */
+template <class T, int W>
 __global__ void embedding_fwd_kernel(T *out, const int32_t *idx, const T *table, long n, long rows, long C)
 {
-    long e = (long)blockIdx.x * blockDim.x + threadIdx.x;
+    long e = ((long)blockIdx.x * blockDim.x + threadIdx.x) * W;
     if (e >= n * C)
         return;
     long i = e / C, c = e % C;
@@ -590,17 +683,25 @@ __global__ void embedding_fwd_kernel(T *out, const int32_t *idx, const T *table,
     if (t < 0 || t >= rows) {
         if (c == 0)
             raise_error(1, t, rows, i);
-        store(out + e, 0.0f);
+        for (int k = 0; k < W; k++)
+            store(out + e + k, 0.0f);
         return;
     }
-    out[e] = table[(long)t * C + c];
+    if (W > 1)
+        *(VecN<T> *)(out + e) = *(const VecN<T> *)(table + (long)t * C + c);
+    else
+        out[e] = table[(long)t * C + c];
 }
 
 template <class T> static void embedding_fwd(T *out, const int32_t *idx, const T *table, long n, long rows, long C)
 {
     if (n <= 0 || C <= 0)
         return;
-    GC_LAUNCH(embedding_fwd_kernel<T>, grid_for(n * C, 256), 256, 0, out, idx, table, n, rows, C);
+    const int V = VecN<T>::N;
+    if (C % V == 0 && al16(out) && al16(table))
+        GC_LAUNCH((embedding_fwd_kernel<T, V>), grid_for(n * C / V, 256), 256, 0, out, idx, table, n, rows, C);
+    else
+        GC_LAUNCH((embedding_fwd_kernel<T, 1>), grid_for(n * C, 256), 256, 0, out, idx, table, n, rows, C);
 }
 
 void gc_embedding_fwd(gc_real *out, const int32_t *idx, const gc_real *table, long n, long rows, long C)
@@ -694,20 +795,31 @@ static void bitonic_sort(uint64_t *keys, long npad)
     }
 }
 
-/* grid (n, ceil(C/256)): block s sums the run of equal tokens starting at
- * sorted key s (if one starts there) for 256 columns: dtable[tok] += sum. */
-template <class TD, class TG>
+/* grid (n, ceil(C/(256 W))): block s sums the run of equal tokens starting
+ * at sorted key s (if one starts there) for 256 x W columns: dtable[tok] +=
+ * sum. W: the columns of one 16-byte vector of dout (C a multiple, dout and
+ * dtable aligned), or 1. */
+template <class TD, class TG, int W>
 __global__ void embedding_bwd_runs_kernel(TD *dtable, const TG *dout, const uint64_t *keys, long n, long C)
 {
-    long s = blockIdx.x, c = (long)blockIdx.y * blockDim.x + threadIdx.x;
+    long s = blockIdx.x, c = ((long)blockIdx.y * blockDim.x + threadIdx.x) * W;
     uint64_t key = keys[s];
     if (key == UINT64_MAX || (s > 0 && (keys[s - 1] >> 32) == (key >> 32)) || c >= C)
         return;
     uint64_t tok = key >> 32;
-    float sum = 0.0f;
-    for (long j = s; j < n && (keys[j] >> 32) == tok && keys[j] != UINT64_MAX; j++)
-        sum += to_f(dout[(long)(keys[j] & 0xffffffffu) * C + c]);
-    put(dtable + (long)tok * C + c, sum, 1);
+    float sum[W], x[W];
+    for (int k = 0; k < W; k++)
+        sum[k] = 0.0f;
+    for (long j = s; j < n && (keys[j] >> 32) == tok && keys[j] != UINT64_MAX; j++) {
+        gc_vload<W>(x, dout + (long)(keys[j] & 0xffffffffu) * C + c);
+        for (int k = 0; k < W; k++)
+            sum[k] += x[k];
+    }
+    TD *o = dtable + (long)tok * C + c;
+    gc_vload<W>(x, o);
+    for (int k = 0; k < W; k++)
+        x[k] += sum[k];
+    gc_vstore<W>(o, x);
 }
 
 /* Fallback without workspace, O(n^2): block i owns token idx[i] if i is its
@@ -762,7 +874,12 @@ static void embedding_bwd(TD *dtable, const TG *dout, const int32_t *idx, long n
         uint64_t *keys = (uint64_t *)gc_ws;
         GC_LAUNCH(embed_keys_kernel, grid_for(npad, 256), 256, 0, keys, idx, n, npad, rows);
         bitonic_sort(keys, npad);
-        GC_LAUNCH((embedding_bwd_runs_kernel<TD, TG>), grid, 256, 0, dtable, dout, keys, n, C);
+        const int V = VecN<TG>::N;
+        if (C % V == 0 && al16(dout) && al16(dtable))
+            GC_LAUNCH((embedding_bwd_runs_kernel<TD, TG, V>), dim3((unsigned)n, ceil_div(C, 256L * V)), 256, 0,
+                      dtable, dout, keys, n, C);
+        else
+            GC_LAUNCH((embedding_bwd_runs_kernel<TD, TG, 1>), grid, 256, 0, dtable, dout, keys, n, C);
     } else {
         GC_LAUNCH((embedding_bwd_scan_kernel<TD, TG>), grid, 256, 0, dtable, dout, idx, n, rows, C);
     }
@@ -869,16 +986,43 @@ __global__ void layernorm_bwd_dx_kernel(T *dx, const T *dout, const T *x, const 
     if (row >= N)
         return;
     const T *dr = dout + row * C, *xr = x + row * C;
+    T *o = dx + row * C;
     float m = mean[row], rs = rstd[row];
+    const int V = VecN<T>::N;   /* 16-byte vectors over [0, ve), then one by one */
+    long ve = vec_end<T>(C, al16(dr) && al16(xr) && al16(w) && al16(o));
     float s1 = 0.0f, s2 = 0.0f;
-    for (long c = lane; c < C; c += 32) {
+    for (long c = (long)lane * V; c < ve; c += 32L * V) {
+        float dv[V], wv[V], xv[V];
+        gc_vload<V>(dv, dr + c);
+        gc_vload<V>(wv, w + c);
+        gc_vload<V>(xv, xr + c);
+        for (int k = 0; k < V; k++) {
+            float dn = dv[k] * wv[k];
+            s1 += dn;
+            s2 += dn * (xv[k] - m) * rs;
+        }
+    }
+    for (long c = ve + lane; c < C; c += 32) {
         float dn = to_f(dr[c]) * to_f(w[c]);
         s1 += dn;
         s2 += dn * (to_f(xr[c]) - m) * rs;
     }
     float dn_mean = warp_sum(s1) / (float)C, dn_xhat_mean = warp_sum(s2) / (float)C;
-    T *o = dx + row * C;
-    for (long c = lane; c < C; c += 32) {
+    for (long c = (long)lane * V; c < ve; c += 32L * V) {
+        float dv[V], wv[V], xv[V], ov[V];
+        gc_vload<V>(dv, dr + c);
+        gc_vload<V>(wv, w + c);
+        gc_vload<V>(xv, xr + c);
+        if (acc)
+            gc_vload<V>(ov, o + c);
+        for (int k = 0; k < V; k++) {
+            float xhat = (xv[k] - m) * rs;
+            float g = (dv[k] * wv[k] - dn_mean - xhat * dn_xhat_mean) * rs;
+            ov[k] = acc ? ov[k] + g : g;
+        }
+        gc_vstore<V>(o + c, ov);
+    }
+    for (long c = ve + lane; c < C; c += 32) {
         float xhat = (to_f(xr[c]) - m) * rs;
         float g = (to_f(dr[c]) * to_f(w[c]) - dn_mean - xhat * dn_xhat_mean) * rs;
         put(o + c, g, acc);
@@ -922,11 +1066,14 @@ struct PermArgs {
     long long stride[PERM_MAX];   /* in stride of each out axis */
 };
 
-/* out[e] (+)= in[offset of e]; I: index type (32-bit when it fits) */
-template <class T, class I>
+/* out[e] (+)= in[offset of e]; I: index type (32-bit when it fits). W > 1:
+ * each thread moves the W elements e.. of one 16-byte vector, which are
+ * contiguous in the input too (the innermost out axis has stride 1 and a
+ * multiple of W elements; both pointers aligned). */
+template <class T, class I, int W>
 __global__ void permute_kernel(T *out, const T *in, PermArgs p, I n, int acc)
 {
-    I e = (I)blockIdx.x * blockDim.x + threadIdx.x;
+    I e = ((I)blockIdx.x * blockDim.x + threadIdx.x) * (I)W;
     if (e >= n)
         return;
     I rest = e, off = 0;
@@ -936,7 +1083,18 @@ __global__ void permute_kernel(T *out, const T *in, PermArgs p, I n, int acc)
         rest /= s;
     }
     off += rest * (I)p.stride[0];
-    put(out + e, to_f(in[off]), acc);
+    if (W == 1) {
+        put(out + e, to_f(in[off]), acc);
+        return;
+    }
+    float x[W], o[W];
+    gc_vload<W>(x, in + off);
+    if (acc) {
+        gc_vload<W>(o, out + e);
+        for (int k = 0; k < W; k++)
+            x[k] += o[k];
+    }
+    gc_vstore<W>(out + e, x);
 }
 
 /* out = in (shape) with axes permuted: out.shape[i] = shape[perm[i]] */
@@ -974,11 +1132,20 @@ template <class T> static void permute(T *out, const T *in, int rank, const long
         p.shape[0] = 1;
         p.stride[0] = 1;
     }
+    const int V = VecN<T>::N;
+    if (p.stride[p.rank - 1] == 1 && p.shape[p.rank - 1] % V == 0 && al16(out) && al16(in)) {
+        unsigned grid = grid_for(n / V, 256);
+        if (n <= 0xffffffffLL)
+            GC_LAUNCH((permute_kernel<T, uint32_t, V>), grid, 256, 0, out, in, p, (uint32_t)n, acc & 1);
+        else
+            GC_LAUNCH((permute_kernel<T, uint64_t, V>), grid, 256, 0, out, in, p, (uint64_t)n, acc & 1);
+        return;
+    }
     unsigned grid = grid_for(n, 256);
     if (n <= 0xffffffffLL)
-        GC_LAUNCH((permute_kernel<T, uint32_t>), grid, 256, 0, out, in, p, (uint32_t)n, acc & 1);
+        GC_LAUNCH((permute_kernel<T, uint32_t, 1>), grid, 256, 0, out, in, p, (uint32_t)n, acc & 1);
     else
-        GC_LAUNCH((permute_kernel<T, uint64_t>), grid, 256, 0, out, in, p, (uint64_t)n, acc & 1);
+        GC_LAUNCH((permute_kernel<T, uint64_t, 1>), grid, 256, 0, out, in, p, (uint64_t)n, acc & 1);
 }
 
 void gc_permute(gc_real *out, const gc_real *in, int rank, const long *shape, const int *perm, int acc)
@@ -1001,13 +1168,28 @@ template <class T> __global__ void softmax_fwd_kernel(T *out, const T *in, long 
     if (row >= rows)
         return;
     const T *x = in + row * cols;
+    T *o = out + row * cols;
+    const int V = VecN<T>::N;   /* 16-byte vectors over [0, ve), then one by one */
+    long ve = vec_end<T>(cols, al16(x) && al16(o));
     MaxSum ms = {-INFINITY, 0.0f};
-    for (long c = lane; c < cols; c += 32)
+    for (long c = (long)lane * V; c < ve; c += 32L * V) {
+        float xv[V];
+        gc_vload<V>(xv, x + c);
+        for (int k = 0; k < V; k++)
+            ms = ms_add(ms, xv[k]);
+    }
+    for (long c = ve + lane; c < cols; c += 32)
         ms = ms_add(ms, to_f(x[c]));
     ms = warp_maxsum(ms);
     float inv = 1.0f / ms.s;
-    T *o = out + row * cols;
-    for (long c = lane; c < cols; c += 32)
+    for (long c = (long)lane * V; c < ve; c += 32L * V) {
+        float xv[V];
+        gc_vload<V>(xv, x + c);
+        for (int k = 0; k < V; k++)
+            xv[k] = expf(xv[k] - ms.m) * inv;
+        gc_vstore<V>(o + c, xv);
+    }
+    for (long c = ve + lane; c < cols; c += 32)
         store(o + c, expf(to_f(x[c]) - ms.m) * inv);   /* a row of -inf only: NaN, as the CPU */
 }
 
@@ -1030,12 +1212,33 @@ template <class T> __global__ void softmax_bwd_kernel(T *dx, const T *dy, const 
     if (row >= rows)
         return;
     const T *g = dy + row * cols, *p = y + row * cols;
+    T *o = dx + row * cols;
+    const int V = VecN<T>::N;   /* 16-byte vectors over [0, ve), then one by one */
+    long ve = vec_end<T>(cols, al16(g) && al16(p) && al16(o));
     float s = 0.0f;
-    for (long c = lane; c < cols; c += 32)
+    for (long c = (long)lane * V; c < ve; c += 32L * V) {
+        float gv[V], pv[V];
+        gc_vload<V>(gv, g + c);
+        gc_vload<V>(pv, p + c);
+        for (int k = 0; k < V; k++)
+            s += gv[k] * pv[k];
+    }
+    for (long c = ve + lane; c < cols; c += 32)
         s += to_f(g[c]) * to_f(p[c]);
     s = warp_sum(s);
-    T *o = dx + row * cols;
-    for (long c = lane; c < cols; c += 32) {
+    for (long c = (long)lane * V; c < ve; c += 32L * V) {
+        float gv[V], pv[V], ov[V];
+        gc_vload<V>(gv, g + c);   /* read both before o[c..] is written */
+        gc_vload<V>(pv, p + c);
+        if (acc)
+            gc_vload<V>(ov, o + c);
+        for (int k = 0; k < V; k++) {
+            float v = pv[k] * (gv[k] - s);
+            ov[k] = acc ? ov[k] + v : v;
+        }
+        gc_vstore<V>(o + c, ov);
+    }
+    for (long c = ve + lane; c < cols; c += 32) {
         float v = to_f(p[c]) * (to_f(g[c]) - s);   /* read both before o[c] is written */
         put(o + c, v, acc);
     }
@@ -1060,10 +1263,24 @@ void gc_softmax_bwd_bf16(gc_bf16 *dx, const gc_bf16 *dy, const gc_bf16 *y, long 
 
 /* ---------------------------------------------------------------- causal mask */
 
-/* out (batch, T, T) = in, -inf above the diagonal; out may equal in */
-template <class T> __global__ void causal_mask_fwd_kernel(T *out, const T *in, long n, long Tn)
+/* out (batch, T, T) = in, -inf above the diagonal; out may equal in; nv
+ * vectors (element e's row and column from e), then the rest one by one */
+template <class T> __global__ void causal_mask_fwd_kernel(T *out, const T *in, long n, long Tn, long nv)
 {
-    long e = (long)blockIdx.x * blockDim.x + threadIdx.x;
+    const int V = VecN<T>::N;
+    long t = (long)blockIdx.x * blockDim.x + threadIdx.x;
+    if (t < nv) {
+        float w[V];
+        gc_vload<V>(w, in + t * V);
+        for (int k = 0; k < V; k++) {
+            long e = t * V + k;
+            if (e % Tn > e / Tn % Tn)
+                w[k] = -INFINITY;
+        }
+        gc_vstore<V>(out + t * V, w);
+        return;
+    }
+    long e = nv * V + (t - nv);
     if (e >= n)
         return;
     long j = e % Tn, i = e / Tn % Tn;
@@ -1075,7 +1292,8 @@ template <class E> static void causal_mask_fwd(E *out, const E *in, long batch, 
     long n = batch * T * T;
     if (n <= 0)
         return;
-    GC_LAUNCH(causal_mask_fwd_kernel<E>, grid_for(n, 256), 256, 0, out, in, n, T);
+    long nv = vec_count(n, VecN<E>::N, al16(out) && al16(in));
+    GC_LAUNCH(causal_mask_fwd_kernel<E>, grid_for(vec_items(n, VecN<E>::N, nv), 256), 256, 0, out, in, n, T, nv);
 }
 
 void gc_causal_mask_fwd(gc_real *out, const gc_real *in, long batch, long T) { causal_mask_fwd(out, in, batch, T); }
@@ -1085,10 +1303,25 @@ void gc_causal_mask_fwd_bf16(gc_bf16 *out, const gc_bf16 *in, long batch, long T
     causal_mask_fwd(out, in, batch, T);
 }
 
-/* dx (+)= dy below and on the diagonal, (+)0 above */
-template <class T> __global__ void causal_mask_bwd_kernel(T *dx, const T *dy, long n, long Tn, int acc)
+/* dx (+)= dy below and on the diagonal, (+)0 above; vectors as the forward */
+template <class T> __global__ void causal_mask_bwd_kernel(T *dx, const T *dy, long n, long Tn, int acc, long nv)
 {
-    long e = (long)blockIdx.x * blockDim.x + threadIdx.x;
+    const int V = VecN<T>::N;
+    long t = (long)blockIdx.x * blockDim.x + threadIdx.x;
+    if (t < nv) {
+        float w[V], o[V];
+        gc_vload<V>(w, dy + t * V);
+        if (acc)
+            gc_vload<V>(o, dx + t * V);
+        for (int k = 0; k < V; k++) {
+            long e = t * V + k;
+            float g = e % Tn <= e / Tn % Tn ? w[k] : 0.0f;
+            w[k] = acc ? o[k] + g : g;
+        }
+        gc_vstore<V>(dx + t * V, w);
+        return;
+    }
+    long e = nv * V + (t - nv);
     if (e >= n)
         return;
     long j = e % Tn, i = e / Tn % Tn;
@@ -1100,7 +1333,9 @@ template <class E> static void causal_mask_bwd(E *dx, const E *dy, long batch, l
     long n = batch * T * T;
     if (n <= 0)
         return;
-    GC_LAUNCH(causal_mask_bwd_kernel<E>, grid_for(n, 256), 256, 0, dx, dy, n, T, acc & 1);
+    long nv = vec_count(n, VecN<E>::N, al16(dx) && al16(dy));
+    GC_LAUNCH(causal_mask_bwd_kernel<E>, grid_for(vec_items(n, VecN<E>::N, nv), 256), 256, 0, dx, dy, n, T,
+              acc & 1, nv);
 }
 
 void gc_causal_mask_bwd(gc_real *dx, const gc_real *dy, long batch, long T, int acc)
@@ -1196,7 +1431,22 @@ __global__ void crossentropy_bwd_kernel(T *dlogits, const float *dloss, const T 
         return;
     float scale = dloss[0] / (float)n, inv = 1.0f / ms.s;
     T *o = dlogits + r * Vp;
-    for (long c = threadIdx.x; c < Vp; c += blockDim.x) {
+    const int W = VecN<T>::N;   /* 16-byte vectors over [0, ve), then one by one */
+    long ve = vec_end<T>(Vp, al16(x) && al16(o));
+    for (long c = (long)threadIdx.x * W; c < ve; c += (long)blockDim.x * W) {
+        float xv[W], ov[W];
+        gc_vload<W>(xv, x + c);
+        if (acc)
+            gc_vload<W>(ov, o + c);
+        for (int k = 0; k < W; k++) {
+            float g = 0.0f;
+            if (c + k < V)
+                g = scale * (expf(xv[k] - ms.m) * inv - (c + k == t ? 1.0f : 0.0f));
+            ov[k] = acc ? ov[k] + g : g;
+        }
+        gc_vstore<W>(o + c, ov);   /* x[c..] was read above: in place is safe */
+    }
+    for (long c = ve + threadIdx.x; c < Vp; c += blockDim.x) {
         float g = 0.0f;
         if (c < V)
             g = scale * (expf(to_f(x[c]) - ms.m) * inv - (c == t ? 1.0f : 0.0f));
@@ -1228,55 +1478,98 @@ void gc_crossentropy_bwd_bf16(gc_bf16 *dlogits, const float *dloss, const gc_bf1
 
 /* ---------------------------------------------------------------- fill, adamw, poison */
 
-template <class T> __global__ void fill_kernel(T *x, long n, float value)
+/* x (n) = value: nv 16-byte vectors, then the rest one by one */
+template <class T> __global__ void fill_kernel(T *x, long n, long nv, float value)
 {
-    long i = (long)blockIdx.x * blockDim.x + threadIdx.x;
-    if (i < n)
-        store(x + i, value);
+    const int V = VecN<T>::N;
+    long t = (long)blockIdx.x * blockDim.x + threadIdx.x;
+    if (t < nv) {
+        float w[V];
+        for (int k = 0; k < V; k++)
+            w[k] = value;
+        gc_vstore<V>(x + t * V, w);
+    } else if (nv * V + (t - nv) < n) {
+        store(x + nv * V + (t - nv), value);
+    }
 }
 
 template <class T> static void fill(T *x, long n, float value)
 {
     if (n <= 0)
         return;
-    GC_LAUNCH(fill_kernel<T>, grid_for(n, 256), 256, 0, x, n, value);
+    long nv = vec_count(n, VecN<T>::N, al16(x));
+    GC_LAUNCH(fill_kernel<T>, grid_for(vec_items(n, VecN<T>::N, nv), 256), 256, 0, x, n, nv, value);
 }
 
 void gc_fill(gc_real *x, long n, float value) { fill(x, n, value); }
 
 void gc_fill_bf16(gc_bf16 *x, long n, float value) { fill(x, n, value); }
 
-/* out = in, converted (to bf16: round to nearest even) */
-template <class TO, class TI> __global__ void cast_kernel(TO *out, const TI *in, long n)
+/* out = in, converted (to bf16: round to nearest even); nv vectors of 8
+ * (one 16-byte bf16 vector, two fp32 ones), then the rest one by one */
+enum { CAST_V = 8 };
+template <class TO, class TI> __global__ void cast_kernel(TO *out, const TI *in, long n, long nv)
 {
-    long i = (long)blockIdx.x * blockDim.x + threadIdx.x;
-    if (i < n)
+    long t = (long)blockIdx.x * blockDim.x + threadIdx.x;
+    if (t < nv) {
+        float w[CAST_V];
+        gc_vload<CAST_V>(w, in + t * CAST_V);
+        gc_vstore<CAST_V>(out + t * CAST_V, w);
+    } else if (nv * CAST_V + (t - nv) < n) {
+        long i = nv * CAST_V + (t - nv);
         store(out + i, to_f(in[i]));
+    }
 }
 
-void gc_cast_bf16(gc_bf16 *out, const float *in, long n)
+template <class TO, class TI> static void cast(TO *out, const TI *in, long n)
 {
-    if (n > 0)
-        GC_LAUNCH((cast_kernel<gc_bf16, float>), grid_for(n, 256), 256, 0, out, in, n);
+    if (n <= 0)
+        return;
+    long nv = vec_count(n, CAST_V, al16(out) && al16(in));
+    GC_LAUNCH((cast_kernel<TO, TI>), grid_for(vec_items(n, CAST_V, nv), 256), 256, 0, out, in, n, nv);
 }
 
-void gc_cast_f32(float *out, const gc_bf16 *in, long n)
-{
-    if (n > 0)
-        GC_LAUNCH((cast_kernel<float, gc_bf16>), grid_for(n, 256), 256, 0, out, in, n);
-}
+void gc_cast_bf16(gc_bf16 *out, const float *in, long n) { cast(out, in, n); }
+
+void gc_cast_f32(float *out, const gc_bf16 *in, long n) { cast(out, in, n); }
 
 /* llm.c's AdamW over up to ADAMW_MAX tensors in one launch (a layer's
- * update): their elements laid end to end, start[k] = the elements before
- * tensor k; a thread finds its tensor by scanning start[]. bc1 = 1 - beta1^t,
- * bc2 = 1 - beta2^t; pcopy (may be NULL): the updated parameter rounded to
- * bf16. */
-enum { ADAMW_MAX = 16 };
+ * update): their work items laid end to end, start[k] = the items before
+ * tensor k; a thread finds its tensor by scanning start[]. Tensor k's items:
+ * nv[k] vectors of ADAMW_V elements (p, g, m, v by 16-byte accesses, the
+ * bf16 copy by one; 0 when a pointer is misaligned), then its remaining
+ * elements one each. bc1 = 1 - beta1^t, bc2 = 1 - beta2^t; pcopy (may be
+ * NULL): the updated parameter rounded to bf16. */
+enum { ADAMW_MAX = 16, ADAMW_V = 8 };
 struct AdamwArgs {
     int n;
     long long start[ADAMW_MAX + 1];
+    long long nv[ADAMW_MAX];
     gc_adamw_tensor u[ADAMW_MAX];
 };
+
+/* elements i .. i+W-1 of one tensor */
+template <int W>
+__device__ __forceinline__ void adamw_elems(const gc_adamw_tensor &u, long i, float lr, float beta1, float beta2,
+                                            float bc1, float bc2, float eps)
+{
+    float g[W], m[W], v[W], p[W];
+    gc_vload<W>(g, u.g + i);
+    gc_vload<W>(m, u.m + i);
+    gc_vload<W>(v, u.v + i);
+    gc_vload<W>(p, u.p + i);
+    for (int k = 0; k < W; k++) {
+        m[k] = beta1 * m[k] + (1.0f - beta1) * g[k];
+        v[k] = beta2 * v[k] + (1.0f - beta2) * g[k] * g[k];
+        float mhat = m[k] / bc1, vhat = v[k] / bc2;
+        p[k] -= lr * (mhat / (sqrtf(vhat) + eps) + u.wd * p[k]);
+    }
+    gc_vstore<W>(u.m + i, m);
+    gc_vstore<W>(u.v + i, v);
+    gc_vstore<W>(u.p + i, p);
+    if (u.pcopy)
+        gc_vstore<W>((gc_bf16 *)u.pcopy + i, p);
+}
 
 static __global__ void adamw_multi_kernel(AdamwArgs a, float lr, float beta1, float beta2, float bc1, float bc2,
                                           float eps)
@@ -1286,19 +1579,11 @@ static __global__ void adamw_multi_kernel(AdamwArgs a, float lr, float beta1, fl
         int k = 0;
         while (e >= a.start[k + 1])
             k++;
-        const gc_adamw_tensor &u = a.u[k];
-        long i = (long)(e - a.start[k]);
-        float gi = u.g[i];
-        float mi = beta1 * u.m[i] + (1.0f - beta1) * gi;
-        float vi = beta2 * u.v[i] + (1.0f - beta2) * gi * gi;
-        u.m[i] = mi;
-        u.v[i] = vi;
-        float mhat = mi / bc1, vhat = vi / bc2;
-        float pi = u.p[i];
-        pi -= lr * (mhat / (sqrtf(vhat) + eps) + u.wd * pi);
-        u.p[i] = pi;
-        if (u.pcopy)
-            store((gc_bf16 *)u.pcopy + i, pi);
+        long long t = e - a.start[k], nv = a.nv[k];
+        if (t < nv)
+            adamw_elems<ADAMW_V>(a.u[k], (long)(t * ADAMW_V), lr, beta1, beta2, bc1, bc2, eps);
+        else
+            adamw_elems<1>(a.u[k], (long)(nv * ADAMW_V + (t - nv)), lr, beta1, beta2, bc1, bc2, eps);
     }
 }
 
@@ -1312,7 +1597,10 @@ void gc_adamw_multi(const gc_adamw_tensor *u, int n, float lr, float beta1, floa
             if (u[k].n <= 0)
                 continue;
             a.u[a.n] = u[k];
-            a.start[a.n + 1] = a.start[a.n] + u[k].n;
+            bool aligned = al16(u[k].p) && al16(u[k].g) && al16(u[k].m) && al16(u[k].v) &&
+                           (!u[k].pcopy || al16(u[k].pcopy));
+            a.nv[a.n] = vec_count(u[k].n, ADAMW_V, aligned);
+            a.start[a.n + 1] = a.start[a.n] + vec_items(u[k].n, ADAMW_V, a.nv[a.n]);
             a.n++;
         }
         if (a.n == 0)

@@ -977,6 +977,336 @@ static void test_bf16()
     }
 }
 
+/* ---------------------------------------------------------------- 16-byte vectors */
+/* The kernels with a 16-byte vector path (gc_cuda.h), fp32 and bf16, on
+ * sizes that leave scalar tails (counts and row lengths that are not
+ * multiples of 4 or 8, so some rows start misaligned) and with every pointer
+ * one element past a 16-byte boundary (pad 1: the scalar path throughout),
+ * against the CPU kernels. bf16: the CPU runs on the bf16-rounded inputs;
+ * bf16 outputs within a bf16 ulp. The column sums give the same bits by
+ * either path and with the chunks added by the last block or by a second
+ * kernel. */
+
+/* One case's device arrays in fp32 or bf16 storage, pad elements past a
+ * 16-byte boundary. */
+struct VStore {
+    bool bf;
+    int pad;
+    Dev d;
+    void *up(const Vec &v) { return bf ? (void *)d.up(to_bf(v), pad) : (void *)d.up(v, pad); }
+    float *upf(const Vec &v) { return d.up(v, pad); }   /* always fp32 */
+    Vec down(const void *p, size_t n) { return bf ? down_bf((const gc_bf16 *)p, n) : ::down((const float *)p, n); }
+};
+
+static void test_vectors()
+{
+    char name[200];
+    for (int bf = 0; bf < 2; bf++)
+        for (int pad = 0; pad < 2; pad++) {
+            const char *ty = bf ? "bf16" : "fp32";
+            float tol = bf ? BF16_TOL : 1e-5f;
+            auto in = [&](size_t n, float lo = -1.0f, float hi = 1.0f) { return bf ? rand_bf(n, lo, hi) : rand_vec(n, lo, hi); };
+            auto out = [&](const Vec &v) { return bf ? round_bf(v) : v; };   /* what a store of v gives */
+
+            /* fill */
+            for (long n : {13L, 1003L}) {
+                Vec want(n);
+                cpu_fill(want.data(), n, 0.37f);
+                NAME("vectors fill %s pad%d n%ld", ty, pad, n);
+                close(name, run_gpu(name, [&] {
+                          VStore s{(bool)bf, pad, {}};
+                          void *x = s.up(nan_vec(n));
+                          if (bf)
+                              gc_fill_bf16((gc_bf16 *)x, n, 0.37f);
+                          else
+                              gc_fill((float *)x, n, 0.37f);
+                          return s.down(x, n);
+                      }),
+                      out(want), 0.0f);
+            }
+            /* casts (bf16 only: fp32 -> bf16 -> fp32) */
+            if (bf) {
+                long n = 1003;
+                Vec v = rand_vec(n, -50.0f, 50.0f);
+                NAME("vectors cast pad%d", pad);
+                close(name, run_gpu(name, [&] {
+                          Dev d;
+                          gc_bf16 *b = d.up(to_bf(nan_vec(n)), pad);
+                          float *o = d.up(nan_vec(n), pad ? 0 : 1);   /* the other alignment */
+                          gc_cast_bf16(b, d.up(v, pad), n);
+                          gc_cast_f32(o, b, n);
+                          return cat({down_bf(b, n), down(o, n)});
+                      }),
+                      cat({round_bf(v), round_bf(v)}), 0.0f);
+            }
+            /* causal mask, forward and backward (acc 0, 1) */
+            {
+                long B = 2, T = 11, n = B * T * T;
+                Vec x = in(n), want(n);
+                cpu_causal_mask_fwd(want.data(), x.data(), B, T);
+                NAME("vectors causal_mask_fwd %s pad%d", ty, pad);
+                close(name, run_gpu(name, [&] {
+                          VStore s{(bool)bf, pad, {}};
+                          void *o = s.up(nan_vec(n));
+                          if (bf)
+                              gc_causal_mask_fwd_bf16((gc_bf16 *)o, (const gc_bf16 *)s.up(x), B, T);
+                          else
+                              gc_causal_mask_fwd((float *)o, (const float *)s.up(x), B, T);
+                          return s.down(o, n);
+                      }),
+                      want, 0.0f);
+                for (int acc = 0; acc < 2; acc++) {
+                    Vec dy = in(n), dx0 = acc ? in(n) : nan_vec(n), wdx = dx0;
+                    cpu_causal_mask_bwd(wdx.data(), dy.data(), B, T, acc);
+                    NAME("vectors causal_mask_bwd %s pad%d acc%d", ty, pad, acc);
+                    close(name, run_gpu(name, [&] {
+                              VStore s{(bool)bf, pad, {}};
+                              void *dx = s.up(dx0);
+                              if (bf)
+                                  gc_causal_mask_bwd_bf16((gc_bf16 *)dx, (const gc_bf16 *)s.up(dy), B, T, acc);
+                              else
+                                  gc_causal_mask_bwd((float *)dx, (const float *)s.up(dy), B, T, acc);
+                              return s.down(dx, n);
+                          }),
+                          out(wdx), tol);
+                }
+            }
+            /* softmax forward and backward (acc 0, 1): rows of 44 (a tail of 4 bf16;
+             * every other bf16 row misaligned) and 48 */
+            for (long cols : {44L, 48L}) {
+                long rows = 7, n = rows * cols;
+                Vec x = in(n, -4.0f, 4.0f), y(n);
+                cpu_softmax_fwd(y.data(), x.data(), rows, cols);
+                NAME("vectors softmax_fwd %s pad%d cols%ld", ty, pad, cols);
+                close(name, run_gpu(name, [&] {
+                          VStore s{(bool)bf, pad, {}};
+                          void *o = s.up(nan_vec(n));
+                          if (bf)
+                              gc_softmax_fwd_bf16((gc_bf16 *)o, (const gc_bf16 *)s.up(x), rows, cols);
+                          else
+                              gc_softmax_fwd((float *)o, (const float *)s.up(x), rows, cols);
+                          return s.down(o, n);
+                      }),
+                      out(y), tol);
+                Vec yb = out(y), dy = in(n);
+                for (int acc = 0; acc < 2; acc++) {
+                    Vec dx0 = acc ? in(n) : nan_vec(n), wdx = dx0;
+                    cpu_softmax_bwd(wdx.data(), dy.data(), yb.data(), rows, cols, acc);
+                    NAME("vectors softmax_bwd %s pad%d cols%ld acc%d", ty, pad, cols, acc);
+                    close(name, run_gpu(name, [&] {
+                              VStore s{(bool)bf, pad, {}};
+                              void *dx = s.up(dx0);
+                              if (bf)
+                                  gc_softmax_bwd_bf16((gc_bf16 *)dx, (const gc_bf16 *)s.up(dy), (const gc_bf16 *)s.up(yb),
+                                                      rows, cols, acc);
+                              else
+                                  gc_softmax_bwd((float *)dx, (const float *)s.up(dy), (const float *)s.up(yb), rows,
+                                                 cols, acc);
+                              return s.down(dx, n);
+                          }),
+                          out(wdx), tol);
+                }
+            }
+            /* layernorm backward: dx (row kernel) and dw/db (column sums), acc 0 and 7 */
+            for (long C : {44L, 48L}) {
+                long N = 150;   /* two chunks of rows in the column sums */
+                Vec x = in(N * C, -2.0f, 3.0f), w = in(C), b = in(C), o(N * C), mean(N), rstd(N);
+                cpu_layernorm_fwd(o.data(), mean.data(), rstd.data(), x.data(), w.data(), b.data(), N, C, 1e-5f);
+                Vec dout = in(N * C);
+                for (int acc : {0, 7}) {
+                    Vec dx0 = acc ? in(N * C) : nan_vec(N * C), dw0 = acc ? rand_vec(C) : nan_vec(C);
+                    Vec db0 = acc ? rand_vec(C) : nan_vec(C), wdx = dx0, wdw = dw0, wdb = db0;
+                    cpu_layernorm_bwd(wdx.data(), wdw.data(), wdb.data(), dout.data(), x.data(), w.data(), mean.data(),
+                                      rstd.data(), N, C, acc);
+                    NAME("vectors layernorm_bwd %s pad%d C%ld acc%d", ty, pad, C, acc);
+                    Vec got = run_gpu(name, [&] {
+                        VStore s{(bool)bf, pad, {}};
+                        void *dx = s.up(dx0);
+                        float *dw = s.upf(dw0), *db = s.upf(db0), *m = s.upf(mean), *r = s.upf(rstd);
+                        if (bf)
+                            gc_layernorm_bwd_bf16((gc_bf16 *)dx, dw, db, (const gc_bf16 *)s.up(dout),
+                                                  (const gc_bf16 *)s.up(x), (const gc_bf16 *)s.up(w), m, r, N, C, acc);
+                        else
+                            gc_layernorm_bwd((float *)dx, dw, db, (const float *)s.up(dout), (const float *)s.up(x),
+                                             (const float *)s.up(w), m, r, N, C, acc);
+                        return cat({s.down(dx, N * C), ::down(dw, C), ::down(db, C)});
+                    });
+                    close(name, Vec(got.begin(), got.begin() + N * C), out(wdx), tol);
+                    close(name, Vec(got.begin() + N * C, got.end()), cat({wdw, wdb}), 2e-5f);
+                }
+            }
+            /* cross-entropy: Vp 44 (a tail; misaligned bf16 rows) and 48 with V = 45
+             * (padding inside the last vector) */
+            for (long Vp : {44L, 48L}) {
+                long n = 5, V = Vp == 48 ? 45 : 43;
+                Vec logits = in(n * Vp, -4.0f, 4.0f), loss(1), dloss = {1.3f};
+                IVec tg = rand_idx(n, (int32_t)V);
+                tg[0] = (int32_t)V - 1;
+                cpu_crossentropy_fwd(loss.data(), logits.data(), tg.data(), n, Vp, V);
+                NAME("vectors crossentropy_fwd %s pad%d Vp%ld", ty, pad, Vp);
+                close(name, run_gpu(name, [&] {
+                          VStore s{(bool)bf, pad, {}};
+                          float *l = s.upf(nan_vec(1));
+                          if (bf)
+                              gc_crossentropy_fwd_bf16(l, (const gc_bf16 *)s.up(logits), s.d.up(tg), n, Vp, V);
+                          else
+                              gc_crossentropy_fwd(l, (const float *)s.up(logits), s.d.up(tg), n, Vp, V);
+                          return ::down(l, 1);
+                      }),
+                      loss);
+                for (int acc = 0; acc < 2; acc++) {
+                    Vec g0 = acc ? in(n * Vp) : nan_vec(n * Vp), wg = g0;
+                    cpu_crossentropy_bwd(wg.data(), dloss.data(), logits.data(), tg.data(), n, Vp, V, acc);
+                    NAME("vectors crossentropy_bwd %s pad%d Vp%ld acc%d", ty, pad, Vp, acc);
+                    close(name, run_gpu(name, [&] {
+                              VStore s{(bool)bf, pad, {}};
+                              void *g = s.up(g0);
+                              if (bf)
+                                  gc_crossentropy_bwd_bf16((gc_bf16 *)g, s.upf(dloss), (const gc_bf16 *)s.up(logits),
+                                                           s.d.up(tg), n, Vp, V, acc);
+                              else
+                                  gc_crossentropy_bwd((float *)g, s.upf(dloss), (const float *)s.up(logits), s.d.up(tg),
+                                                      n, Vp, V, acc);
+                              return s.down(g, n * Vp);
+                          }),
+                          out(wg), tol);
+                }
+            }
+            /* column sums (bias gradients): 300 rows (3 chunks), cols 44 and 48; the
+             * chunks added by the last block, then by the second kernel (1 tile
+             * allowed): the same bits */
+            for (long cols : {44L, 48L, 200L})
+                for (int acc = 0; acc < 2; acc++) {
+                    long rows = 300;
+                    Vec x = in(rows * cols), o0 = rand_vec(cols), want = o0;
+                    cpu_reduce_rows(want.data(), x.data(), rows, cols, acc);
+                    Vec got[2];
+                    for (int two = 0; two < 2; two++) {
+                        gc_cuda_colsum_max_tiles(two);
+                        NAME("vectors reduce_rows %s pad%d cols%ld acc%d %s", ty, pad, cols, acc,
+                             two ? "two kernels" : "one kernel");
+                        got[two] = run_gpu(name, [&] {
+                            VStore s{(bool)bf, pad, {}};
+                            float *o = s.upf(o0);
+                            if (bf)
+                                gc_reduce_rows_bf16(o, (const gc_bf16 *)s.up(x), rows, cols, acc);
+                            else
+                                gc_reduce_rows(o, (const float *)s.up(x), rows, cols, acc);
+                            return ::down(o, cols);
+                        });
+                        close(name, got[two], want);
+                    }
+                    gc_cuda_colsum_max_tiles(0);
+                    same_bits(name, got[0], got[1]);
+                }
+            /* permute (B, T, NH, hs) -> (B, NH, T, hs), hs 16 (vectors) and 6, acc 0 and 1 */
+            for (long hs : {16L, 6L})
+                for (int acc = 0; acc < 2; acc++) {
+                    std::vector<long> shape = {3, 5, 2, hs};
+                    std::vector<int> perm = {0, 2, 1, 3};
+                    long n = 3 * 5 * 2 * hs;
+                    Vec x = in(n), o0 = acc ? in(n) : nan_vec(n), want = o0;
+                    cpu_permute(want.data(), x.data(), 4, shape.data(), perm.data(), acc);
+                    NAME("vectors permute %s pad%d hs%ld acc%d", ty, pad, hs, acc);
+                    close(name, run_gpu(name, [&] {
+                              VStore s{(bool)bf, pad, {}};
+                              void *o = s.up(o0);
+                              if (bf)
+                                  gc_permute_bf16((gc_bf16 *)o, (const gc_bf16 *)s.up(x), 4, shape.data(), perm.data(),
+                                                  acc);
+                              else
+                                  gc_permute((float *)o, (const float *)s.up(x), 4, shape.data(), perm.data(), acc);
+                              return s.down(o, n);
+                          }),
+                          out(want), acc ? tol : 0.0f);
+                }
+            /* embedding forward and backward (acc 0, 1), C 48 (vectors) and 44 */
+            for (long C : {48L, 44L}) {
+                long n = 37, rows = 20;
+                IVec idx = rand_idx(n, (int32_t)rows);
+                Vec table = in(rows * C), fw(n * C);
+                cpu_embedding_fwd(fw.data(), idx.data(), table.data(), n, rows, C);
+                NAME("vectors embedding_fwd %s pad%d C%ld", ty, pad, C);
+                close(name, run_gpu(name, [&] {
+                          VStore s{(bool)bf, pad, {}};
+                          void *o = s.up(nan_vec(n * C));
+                          if (bf)
+                              gc_embedding_fwd_bf16((gc_bf16 *)o, s.d.up(idx), (const gc_bf16 *)s.up(table), n, rows, C);
+                          else
+                              gc_embedding_fwd((float *)o, s.d.up(idx), (const float *)s.up(table), n, rows, C);
+                          return s.down(o, n * C);
+                      }),
+                      fw, 0.0f);
+                Vec dout = in(n * C);
+                for (int acc = 0; acc < 2; acc++) {
+                    Vec t0 = acc ? rand_vec(rows * C) : nan_vec(rows * C), bw = acc ? t0 : Vec(rows * C, 0.0f);
+                    cpu_embedding_bwd(bw.data(), dout.data(), idx.data(), n, rows, C, acc);
+                    NAME("vectors embedding_bwd %s pad%d C%ld acc%d", ty, pad, C, acc);
+                    close(name, run_gpu(name, [&] {
+                              VStore s{(bool)bf, pad, {}};
+                              float *t = s.upf(t0);
+                              if (bf)
+                                  gc_embedding_bwd_bf16(t, (const gc_bf16 *)s.up(dout), s.d.up(idx), n, rows, C, acc);
+                              else
+                                  gc_embedding_bwd(t, (const float *)s.up(dout), s.d.up(idx), n, rows, C, acc);
+                              return ::down(t, rows * C);
+                          }),
+                          bw);
+                }
+            }
+            /* gradient norm and clipping scale (fp32 only): 1003 elements */
+            if (!bf) {
+                long n = 1003;
+                Vec x = rand_vec(n, -3.0f, 3.0f), want = x;
+                double ss = 0;
+                for (float v : x)
+                    ss += (double)v * v;
+                for (float &v : want)
+                    v *= 0.7f;
+                double got_ss = 0;
+                NAME("vectors sumsq/scale pad%d", pad);
+                close(name, run_gpu(name, [&] {
+                          Dev d;
+                          float *dx = d.up(x, pad);
+                          got_ss = gc_device_sumsq(dx, n);
+                          gc_device_scale(dx, n, 0.7f);
+                          return down(dx, n);
+                      }),
+                      want, 0.0f);
+                checks++;
+                if (!(fabs(got_ss - ss) <= 1e-12 * ss)) {
+                    printf("FAIL %s: sum of squares %.17g, want %.17g\n", name, got_ss, ss);
+                    failures++;
+                }
+            }
+            /* AdamW: 1003 elements (a tail of 3), the bf16 copy when bf */
+            {
+                long n = 1003;
+                Vec p = rand_vec(n), g = rand_vec(n), m = rand_vec(n, -0.1f, 0.1f), v = rand_vec(n, 0.0f, 0.01f);
+                Vec wp = p, wm = m, wv = v;
+                cpu_adamw(wp.data(), g.data(), wm.data(), wv.data(), n, 3e-4f, 0.9f, 0.95f, 1e-8f, 0.1f, 4);
+                NAME("vectors adamw %s pad%d", ty, pad);
+                int bad_copy = 0;
+                close(name, run_gpu(name, [&] {
+                          Dev d;
+                          float *dp = d.up(p, pad), *dm = d.up(m, pad), *dv = d.up(v, pad);
+                          gc_bf16 *pc = bf ? d.up(to_bf(nan_vec(n)), pad) : NULL;
+                          gc_adamw_bf16(dp, pc, d.up(g, pad), dm, dv, n, 3e-4f, 0.9f, 0.95f, 1e-8f, 0.1f, 4);
+                          Vec got_p = down(dp, n);
+                          if (pc && down_bf(pc, n) != round_bf(got_p))
+                              bad_copy++;
+                          return cat({got_p, down(dm, n), down(dv, n)});
+                      }),
+                      cat({wp, wm, wv}));
+                checks++;
+                if (bad_copy) {
+                    printf("FAIL %s: the bf16 copy is not the rounded parameter\n", name);
+                    failures++;
+                }
+            }
+        }
+}
+
 /* ---------------------------------------------------------------- errors */
 
 /* A bad index or target: exit 1 at the next gc_device_sync with the CPU
@@ -1056,6 +1386,11 @@ static void test_attention()
         }
 }
 
+/* --error-case K: this process runs only the CUDA side of error case K. The
+ * parent runs each case that way, a fresh process (fork, then exec of this
+ * program): the CUDA runtime does not survive a fork on a real GPU. */
+static int error_case = -1;
+
 static void test_errors()
 {
     IVec idx = {1, 2, 77, 0};
@@ -1077,9 +1412,22 @@ static void test_errors()
          [&] { Vec g(40), dl = {1.0f}; IVec t = {1, 20, 3, 4}; cpu_crossentropy_bwd(g.data(), dl.data(), logits.data(), t.data(), 4, 10, 10, 0); },
          [&] { Dev d; IVec t = {1, 20, 3, 4}; gc_crossentropy_bwd(d.up(Vec(40)), d.up(Vec{1.0f}), d.up(logits), d.up(t), 4, 10, 10, 0); gc_device_sync(); }},
     };
-    for (auto &c : cases) {
+    for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
+        auto &c = cases[k];
+        if (error_case >= 0) {
+            if ((size_t)error_case == k) {
+                c.gpu();   /* exits 1 with the error */
+                exit(0);
+            }
+            continue;
+        }
         std::string ecpu, egpu;
-        int rc_cpu = in_child(c.cpu, &ecpu), rc_gpu = in_child(c.gpu, &egpu);
+        int rc_cpu = in_child(c.cpu, &ecpu), rc_gpu = in_child([k] {
+            char arg[32];
+            snprintf(arg, sizeof arg, "%zu", k);
+            execl("/proc/self/exe", "test_kernels", "--error-case", arg, (char *)NULL);
+            _exit(127);
+        }, &egpu);
         /* the first line: sanitizers may add their own after exit() in a forked child */
         ecpu = ecpu.substr(0, ecpu.find('\n'));
         egpu = egpu.substr(0, egpu.find('\n'));
@@ -1099,6 +1447,10 @@ static void test_errors()
 int main(int argc, char **argv)
 {
     const char *filter = argc > 1 ? argv[1] : "";
+    if (argc > 2 && !strcmp(argv[1], "--error-case")) {
+        error_case = atoi(argv[2]);
+        filter = "errors";
+    }
     char err[256] = "";
 #ifdef GCEMU
     /* no device: a one-line reason, non-zero */
@@ -1114,8 +1466,9 @@ int main(int argc, char **argv)
         printf("SKIP: %s\n", err);
         return 77;
     }
-    printf("device: %s, %.1f TFLOP/s bf16 peak, %zu MiB free\n", gc_device_name(), gc_device_peak_flops(1) / 1e12,
-           gc_device_free_bytes() >> 20);
+    if (error_case < 0)
+        printf("device: %s, %.1f TFLOP/s bf16 peak, %zu MiB free\n", gc_device_name(), gc_device_peak_flops(1) / 1e12,
+               gc_device_free_bytes() >> 20);
     workspace = gc_device_alloc(GC_CUDA_WORKSPACE_BYTES);
     set_ws(GC_CUDA_WORKSPACE_BYTES);
 
@@ -1126,6 +1479,7 @@ int main(int argc, char **argv)
         {"causal_mask", test_causal_mask}, {"crossentropy", test_crossentropy},
         {"misc", test_misc},             {"bf16", test_bf16},
         {"errors", test_errors},         {"attention", test_attention},
+        {"vectors", test_vectors},
     };
     for (auto &g : groups) {
         if (!strstr(g.name, filter))

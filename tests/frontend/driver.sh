@@ -32,7 +32,9 @@ check too_long_T 1 "requirement does not hold with T = 2048, maxT = 1024" -- "$g
 check budget 1 "the plan needs" -- "$gc" "$graph" --mem 1GiB --recompute none --emit summary
 check budget_search 1 "nothing fits --mem 1.00 GiB: the smallest plan found needs" -- "$gc" "$graph" --mem 1GiB --emit summary
 check bad_device 1 "unknown profile 'tpu'" -- "$gc" "$graph" --device tpu
-check bad_recompute 1 "must be none, selective, full or auto" -- "$gc" "$graph" --recompute some
+check bad_recompute 1 "must be none, selective, full, auto or one letter per layer" -- "$gc" "$graph" --recompute some
+check recompute_list_len 1 "names 3 layers; the graph has 12" -- "$gc" "$graph" --recompute ffs --emit summary
+check bad_search 1 "must be fast or exhaustive" -- "$gc" "$graph" --search slow
 check bad_micro 1 "does not divide B = 4" -- "$gc" "$graph" --micro-batches 3 --emit summary
 check budget_ok 0 "parameters: 124475904" -- "$gc" "$graph" --mem 80GB --emit summary
 check two_inputs 1 "one input file expected" -- "$gc" "$graph" "$graph"

@@ -5,13 +5,15 @@
 # (ignored by git; name it in the device tool's `carry`). Then, on the GPU
 # machine: sh tests/gpu/run.sh
 set -eu
-cd "$(dirname "$0")/../.."
+cd "$(dirname "$0")/../.." || exit 1
 b=gpu_bundle
 rm -rf "$b" && mkdir -p "$b"
-cmake -S . -B build -DCMAKE_BUILD_TYPE=Release >/dev/null
-cmake --build build -j"$(nproc)" --target gcompile gcrt gcrt_host cuda_cpu_ref >/dev/null
-gc=build/gcompile
-cp build/libgcrt_host.a build/tests/cuda/libcuda_cpu_ref.a "$b/"
+# its own build tree (Release), so a developer's build/ keeps its settings
+bd=build-gpu
+cmake -S . -B $bd -DCMAKE_BUILD_TYPE=Release >/dev/null
+cmake --build $bd -j"$(nproc)" --target gcompile gcrt gcrt_host cuda_cpu_ref >/dev/null
+gc=$bd/gcompile
+cp $bd/libgcrt_host.a $bd/tests/cuda/libcuda_cpu_ref.a "$b/"
 # the kernel test's CPU reference links OpenBLAS, which the GPU machine lacks
 mkdir -p "$b/lib"
 for l in libopenblas.so.0 libgfortran.so.5 libquadmath.so.0; do

@@ -48,8 +48,15 @@ t_help() {
     for f in --data --val-data --val-every --val-batches --init --save --steps --lr --beta1 \
              --beta2 --eps --weight-decay --seed --log --threads --sample --gradcheck \
              --gradcheck-tol --gradcheck-h --ckpt-dir --save-every --keep --resume --warmup --lr-schedule \
-             --lr-final-frac --grad-clip --skip-nonfinite --shuffle --no-prefetch --help --version; do
+             --lr-final-frac --grad-clip --skip-nonfinite --shuffle --no-prefetch --print-every --peak-flops \
+             --help --version; do
         grep -q -- "^  $f" out.txt || fail "--help does not list $f"
+    done
+    # every flag of the program's table (runtime/flags.c long_opts), not only the ones listed above
+    flags=$(sed -n 's/^    {"\([a-z0-9-]*\)", [a-z_]*_argument, 0, OPT_[A-Z0-9_]*},$/\1/p' "$SRC/../../runtime/flags.c")
+    [ "$(echo "$flags" | wc -w)" -ge 30 ] || fail "could not read the flag table of runtime/flags.c"
+    for f in $flags; do
+        grep -Eq -- "^  --$f( |\[|=|\$)" out.txt || fail "--help does not document --$f"
     done
     grep -q 'training steps (default 20)' out.txt || fail "--help lacks the --steps default"
     grep -q 'learning rate (default 0.01)' out.txt || fail "--help lacks the program's --lr default"
@@ -402,6 +409,61 @@ t_text_data() {
     head -c 100 notes.txt >short.txt
     expect_err "short.txt: offset 100: 100 bytes of text (byte-level tokens), need at least B*T+1 = 257" "$FAKE" --data short.txt
     true
+}
+
+# Progress on a terminal: `script` (util-linux, in Debian's essential set)
+# runs the program on a pseudo-terminal; the status line is drawn with "\r"
+# and cleared to the end of the line at every step but the last, whose
+# plain line replaces it, and the run ends with the summary.
+t_progress_tty() {
+    command -v script >/dev/null 2>&1 || fail "script (util-linux) is needed"
+    script -qfec "$FAKE --steps 6 --peak-flops 1e9 --save-every 3 --ckpt-dir ck" /dev/null >tty.raw </dev/null ||
+        fail "the run on a pseudo-terminal failed: $(cat tty.raw)"
+    # one record per "\r": the pseudo-terminal adds a \r before each \n
+    tr '\r' '\n' <tty.raw | sed 's/\x1b\[K$/<K>/' >tty.txt
+    n=0
+    for k in 1 2 3 4 5; do
+        grep -Eq "^step $k/6 \| loss [0-9.]+ avg [0-9.]+ \| lr [0-9.e+-]+ \| norm [0-9.]+ \| [0-9.]+ ms/step \| [0-9]+ tok/s \| MFU [0-9.]+% \| ETA [0-9hms]+<K>\$" tty.txt ||
+            { cat tty.txt; fail "no status line of step $k (rewritten in place, cleared to the end)"; }
+    done
+    # rewritten in place: the status lines of steps 1 and 2 on one terminal line (no newline between)
+    grep -aq "step 1/6 .*$(printf '\r')step 2/6 " tty.raw || fail "status lines not rewritten in place"
+    # a checkpoint message clears the status line and takes a line of its own
+    grep -q '^checkpoint: step 3 saved' tty.txt || fail "checkpoint message"
+    grep -aq "$(printf '\033')\[Kcheckpoint: writing step 3 " tty.raw || fail "the status line was not cleared before a message"
+    grep -q "^step 6/6 " tty.txt && fail "the last step drew a status line"
+    grep -aq "$(printf '\033')\[Kstep    6/6 | loss " tty.raw || fail "the last step's line does not replace the status line"
+    grep -Eq '^done: 6 steps \| [0-9.]+ ms/step \| .* \| final loss [0-9.]+, avg of the last 6 [0-9.]+ \| [0-9hms]+ in all$' tty.txt ||
+        { tail -n 3 tty.txt; fail "no final summary"; }
+    # off a terminal: no "\r", no escape sequences
+    run_ok "$FAKE" --steps 3
+    grep -q "$(printf '\r')" out.txt && fail "carriage return off a terminal"
+    grep -q "$(printf '\033')" out.txt && fail "escape sequence off a terminal"
+    return 0
+}
+
+# Off a terminal, --print-every N: lines at multiples of N and the last step;
+# the default stays one line per step.
+t_print_every() {
+    run_ok "$FAKE" --steps 10 --print-every 4 --log log.jsonl
+    steps=$(sed -n 's/^step *\([0-9]*\)\/10 | loss .*/\1/p' out.txt | tr '\n' ' ')
+    [ "$steps" = "4 8 10 " ] || fail "--print-every 4 printed steps '$steps' (expected 4 8 10)"
+    [ "$(wc -l <log.jsonl)" -eq 10 ] || fail "the log must keep one object per step"
+    run_ok "$FAKE" --steps 5
+    [ "$(grep -c '^step ' out.txt)" -eq 5 ] || fail "default: one line per step"
+    # a validation step is never hidden
+    "$FIX" text2shard "$SRC/fixture.c" val.bin || fail fixture
+    run_ok "$FAKE" --steps 6 --print-every 4 --val-data val.bin --val-every 3
+    steps=$(sed -n 's/^step *\([0-9]*\)\/6 | loss .*/\1/p' out.txt | tr '\n' ' ')
+    [ "$steps" = "3 4 6 " ] || fail "--print-every 4 --val-every 3 printed steps '$steps' (expected 3 4 6)"
+    expect_err "--print-every: bad value '0'" "$FAKE" --print-every 0
+    expect_err "--peak-flops: bad value 'x'" "$FAKE" --peak-flops x
+    # MFU: shown only with a peak; the compute line names the step's FLOPs
+    run_ok "$FAKE" --steps 2
+    grep -q 'MFU' out.txt && ! grep -q 'no MFU' out.txt && fail "MFU without a peak on the CPU"
+    grep -q '^compute: 0.00314573 GFLOP per step' out.txt || fail "compute line: $(grep compute out.txt)"
+    run_ok "$FAKE" --steps 2 --peak-flops 1e9
+    grep -Eq '^step    2/2 .* \| MFU [0-9.]+%$' out.txt || fail "no MFU with --peak-flops: $(cat out.txt)"
 }
 
 "t_$T"

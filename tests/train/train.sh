@@ -1,7 +1,7 @@
 #!/bin/sh
 # End-to-end: compile models/gpt2.graph (tiny) for the CPU and train.
 # usage: train.sh GCOMPILE GRAPH WORKDIR CHECK
-#   CHECK: falling | rerun | noreuse | poison | schedules | gradcheck | ckpt | badfiles | profile | micro | recompute | budget | fusions
+#   CHECK: falling | rerun | noreuse | poison | schedules | gradcheck | ckpt | badfiles | profile | micro | recompute | budget | fusions | progress
 set -u
 gc=$1 graph=$2 dir=$3 check=$4
 mkdir -p "$dir"
@@ -159,11 +159,24 @@ recompute) # recomputation: bit-identical losses in every mode, also poisoned an
     echo "arena bytes: none $a_none selective $a_sel full $a_full"
     [ "$a_full" -lt "$a_none" ] || fail "full recompute did not shrink the arena"
     [ "$a_sel" -lt "$a_none" ] || fail "selective recompute did not shrink the arena"
+    for m in fs nf; do   # per-layer modes (one letter per layer), poisoned: the same losses
+        compile t_${m}_p --recompute $m --poison
+        losses t_${m}_p --steps 8 >${m}_p.txt
+        grep -qi nan ${m}_p.txt && fail "NaN loss with --recompute $m --poison"
+        cmp -s none.txt ${m}_p.txt || { paste none.txt ${m}_p.txt; fail "--recompute $m --poison losses differ"; }
+    done
+    "$gc" "$graph" --config tiny --target cpu --recompute nf --emit plan-text >nf.txt || fail "plan-text nf"
+    grep -q "^strategy: .*, per layer nf" nf.txt || { cat nf.txt; fail "plan-text lacks the per-layer modes"; }
+    grep "^recomputed:" nf.txt | grep -q " h0\." && fail "--recompute nf recomputed layer 0"
+    grep "^recomputed:" nf.txt | grep -q " h1\." || fail "--recompute nf did not recompute layer 1"
     compile t_mix --recompute full --micro-batches 2 --poison
     compile t_k2 --micro-batches 2
     losses t_k2 --steps 8 >k2.txt
     losses t_mix --steps 8 >mix.txt
     cmp -s k2.txt mix.txt || { paste k2.txt mix.txt; fail "--recompute full with 2 micro-batches differs"; }
+    compile t_sf2 --recompute sf --micro-batches 2 --poison
+    losses t_sf2 --steps 8 >sf2.txt
+    cmp -s k2.txt sf2.txt || { paste k2.txt sf2.txt; fail "--recompute sf with 2 micro-batches differs"; }
     ;;
 budget)    # --mem: the search picks micro-batches and recompute that fit (planned and checked), least predicted time
     strat() { "$gc" "$graph" --config tiny --target cpu "$@" --emit plan-text | sed -n 's/^strategy: //p'; }
@@ -189,6 +202,19 @@ budget)    # --mem: the search picks micro-batches and recompute that fit (plann
     losses t_plain --steps 4 >a.txt
     losses t_budget --steps 4 >b.txt
     cmp -s a.txt b.txt || { paste a.txt b.txt; fail "the searched plan's losses differ"; }
+    # budgets where the search mixes modes per layer (K = 1 and K = 2): poisoned programs, the same losses
+    for m in 3000000 2700000; do
+        "$gc" "$graph" --config tiny --target cpu --mem $m --emit plan-text | grep "^strategy:" >s.txt
+        grep -q ", per layer [nsf]*" s.txt || { cat s.txt; fail "--mem $m: expected a per-layer mix"; }
+        k=$(sed -n 's/.*| \([0-9]*\) micro-batch.*/\1/p' s.txt)
+        compile t_mix_$m --mem $m --poison
+        compile t_ref_$m --recompute none --micro-batches "$k"
+        losses t_mix_$m --steps 4 >mix.txt
+        losses t_ref_$m --steps 4 >ref.txt
+        grep -qi nan mix.txt && fail "--mem $m --poison: NaN loss"
+        cmp -s ref.txt mix.txt || { paste ref.txt mix.txt; fail "--mem $m (K=$k, mixed, poisoned) differs from K=$k without recompute"; }
+        echo "--mem $m: $(cat s.txt) -- poisoned losses equal"
+    done
     ;;
 fusions)   # each fusion on vs off: 20 steps within 1e-5; fused programs pass gradcheck; poison clean
     jloss() { sed -n 's/.*"loss":\([^,]*\),.*/\1/p' "$1"; }
@@ -222,6 +248,31 @@ fusions)   # each fusion on vs off: 20 steps within 1e-5; fused programs pass gr
         fail "plan-text should list 2 attention fusions"
     "$gc" "$graph" --config tiny --target cpu --no-fuse=bogus --emit c >/dev/null 2>err.txt && fail "--no-fuse=bogus accepted"
     grep -q "unknown fusion 'bogus'" err.txt || { cat err.txt; fail "--no-fuse=bogus message"; }
+    ;;
+progress)  # the step's FLOPs baked in by gcompile, MFU's peak, the JSONL fields of both schedules
+    compile t_fused --schedule fused-opt
+    compile t_plain --schedule plain
+    compile t_full --schedule plain --recompute full
+    compile t_dev --device cpu
+    gfl=$("$gc" "$graph" --config tiny --target cpu --schedule plain --emit summary | sed -n 's/^total_gflops_per_step: //p')
+    ./t_plain --threads 2 --steps 2 --log plain.jsonl >out.txt || fail "plain run"
+    got=$(sed -n 's/^compute: \([0-9.e+-]*\) GFLOP per step.*/\1/p' out.txt)
+    awk -v a="$got" -v b="$gfl" 'BEGIN { d = a - b; exit !(a > 0 && d < 0.0005 && d > -0.0005) }' ||
+        fail "compute line $got GFLOP, gcompile --emit summary $gfl"
+    grep -q 'no MFU: peak unknown' out.txt || fail "a CPU program without --device has no peak"
+    # recomputation is not model FLOPs: the same count
+    ./t_full --threads 2 --steps 1 >full.txt || fail "recompute run"
+    grep -q "^compute: $got GFLOP per step" full.txt || fail "--recompute full changed the FLOPs: $(grep compute full.txt)"
+    ./t_dev --threads 2 --steps 2 >dev.txt || fail "--device cpu run"
+    grep -q '^compute: .* | MFU against 233 GFLOP/s (cpu)$' dev.txt || fail "no compiled-in peak: $(grep compute dev.txt)"
+    grep -Eq '^step    2/2 .* \| MFU [0-9.]+%$' dev.txt || fail "no MFU with --device cpu"
+    ./t_dev --help | grep -q 'compiled in: cpu, 2.33e+11 FLOP/s' || fail "--help does not show the compiled-in peak"
+    ./t_fused --threads 2 --steps 2 --log fused.jsonl >/dev/null || fail "fused run"
+    num='-?[0-9]+(\.[0-9]+)?(e[-+]?[0-9]+)?'
+    n=$(grep -Ec "^\{\"step\":[12],\"loss\":$num,\"ms\":$num,\"tok_per_s\":$num,\"lr\":$num,\"grad_norm\":$num,\"shard\":0,\"batch\":[0-9]+\}\$" plain.jsonl)
+    [ "$n" -eq 2 ] || fail "plain schedule log: $(cat plain.jsonl)"
+    n=$(grep -Ec "^\{\"step\":[12],\"loss\":$num,\"ms\":$num,\"tok_per_s\":$num,\"lr\":$num,\"grad_norm\":null,\"shard\":0,\"batch\":[0-9]+\}\$" fused.jsonl)
+    [ "$n" -eq 2 ] || fail "fused-opt log: $(cat fused.jsonl)"
     ;;
 *) fail "unknown check $check" ;;
 esac

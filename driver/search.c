@@ -1,0 +1,532 @@
+/* search.c — the budget search (--mem with --recompute auto, no
+ * --micro-batches): the micro-batch count K and each layer's recompute mode
+ * with the least predicted step time whose plan fits. How it works and why
+ * it is optimal: docs/budget.md.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "driver.h"
+#include "frontend.h"
+
+static const char *const mode_names[] = {"none", "selective", "full"};
+static const char mode_letters[] = "nsf";
+
+/* The walk screens every staircase whose modelled bound exceeds the budget
+ * by at most this share of the arena without recomputation, at most this
+ * many. */
+#define SEARCH_SLACK 0.02
+#define SEARCH_MAX_WALK 64
+
+RecomputeChoice driver_rc_choice(char letter)
+{
+    return letter == 'f' ? RC_FULL : letter == 's' ? RC_SELECTIVE : RC_NONE;
+}
+
+void driver_predict(const Graph *g, DriverOptions *o)
+{
+    int cuda = !strcmp(o->emit.target, "cuda");
+    DeviceProfile d = *device_profile(o->device ? o->device : cuda ? "h100" : "cpu");
+    if (cuda && !o->emit.no_tf32)
+        d.mm_flops[0] = d.tf32_flops;
+    StepCost c = fill_costs(g, &d, NULL);
+    o->emit.device = o->device ? o->device : cuda ? "h100" : "cpu";
+    o->emit.predicted_s = c.seconds;
+    o->emit.predicted_mfu = c.mfu;
+    o->emit.device_peak_flops = o->device ? c.peak_flops : 0;
+}
+
+/* What the plan needs per device, as driver_check_budget counts it: its
+ * regions, plus the stated CUDA reserve on the CUDA target. */
+static size_t plan_total(const Graph *g, const DriverOptions *o)
+{
+    size_t total = strcmp(o->emit.target, "cuda") ? 0 : GC_CUDA_RESERVE_BYTES;
+    for (int r = 0; r < RG_COUNT; r++)
+        total += g->region_bytes[r];
+    return total;
+}
+
+/* A candidate: K micro-batches, one mode letter per layer. */
+typedef struct Cand {
+    int K;
+    char *modes;         /* "ffsn": layer 0 first */
+    size_t peak;         /* planned: regions (+ CUDA reserve); screened: bound */
+    size_t bound;        /* the same with the arena's lower bound */
+    size_t arena;        /* planned: the arena region */
+    double seconds;      /* predicted step time */
+} Cand;
+
+/* One micro-batch count: its lowered prefix (lower_front, cloned for each
+ * plan), the exact time each layer's recompute adds, and the model of the
+ * peak's lower bound fitted to its calibration screens. */
+typedef struct Level {
+    int K;
+    Graph *front;
+    int calibrated;          /* 0: not yet, 1: done, -1: pruned (cannot beat the best) */
+    double t0;               /* predicted step time, nothing recomputed */
+    double *cost;            /* cost[3*l + m]: seconds layer l's recompute ops add in mode m */
+    size_t persist;          /* the regions other than the arena (+ CUDA reserve) */
+    double arena;            /* the arena, nothing recomputed */
+    double pn;               /* bound, nothing recomputed */
+    double dmid[3], dtop[3]; /* bound change per layer below the top / of the top layer, by mode */
+    char *done;              /* done[a*(L+1)+b]: staircase (a, b) 1 screened, 2 planned */
+    size_t *bound;           /* bound[a*(L+1)+b]: its bound once done */
+    size_t *peak;            /* peak[a*(L+1)+b]: its peak once planned */
+    double *secs;            /* secs[a*(L+1)+b]: its predicted time once done */
+    int *run;                /* run[a*(L+1)+b]: the search_run that last counted its plan */
+} Level;
+
+/* The search's state: the options, the levels, what it planned; per run
+ * (search_run), the budget, the best plan that fits and the smallest. */
+struct Search {
+    Ast *ast;
+    const DriverOptions *o;
+    int nlayers;
+    long B;
+    int planned, screened;       /* real plans made, bounds computed (all runs) */
+    Level *lv;
+    int nlv;
+    int run;                     /* runs so far */
+    size_t budget;
+    int has_best, has_small;
+    Graph *best, *small;         /* owned; NULL when the plan was made by an earlier run */
+    Cand best_c, small_c;
+};
+
+static void cand_set(Cand *dst, const Cand *src)
+{
+    free(dst->modes);
+    *dst = *src;
+    dst->modes = xstrdup(src->modes);
+}
+
+/* The mode's name when all layers agree, else the letters (messages). */
+static const char *modes_label(const char *modes)
+{
+    for (const char *p = modes; *p; p++)
+        if (*p != modes[0])
+            return modes;
+    return modes[0] ? mode_names[driver_rc_choice(modes[0])] : "none";
+}
+
+/* The cost model's device for o (as driver_predict). */
+static DeviceProfile profile(const DriverOptions *o)
+{
+    int cuda = !strcmp(o->emit.target, "cuda");
+    DeviceProfile d = *device_profile(o->device ? o->device : cuda ? "h100" : "cpu");
+    if (cuda && !o->emit.no_tf32)
+        d.mm_flops[0] = d.tf32_flops;
+    return d;
+}
+
+/* Keeps planned graph g (candidate c) when it is the best that fits or the
+ * smallest so far; frees what is no longer either. */
+static void keep(Search *s, Graph *g, const Cand *c)
+{
+    int fits = c->peak <= s->budget;
+    int is_best = fits && (!s->has_best || c->seconds < s->best_c.seconds);
+    int is_small = !s->has_small || c->peak < s->small_c.peak;
+    Graph *ob = s->best, *os = s->small;
+    if (is_best) {
+        s->best = g;
+        s->has_best = 1;
+        cand_set(&s->best_c, c);
+    }
+    if (is_small) {
+        s->small = g;
+        s->has_small = 1;
+        cand_set(&s->small_c, c);
+    }
+    if (ob && ob != s->best && ob != s->small)
+        graph_free(ob);
+    if (os && os != ob && os != s->best && os != s->small)
+        graph_free(os);
+    if (!is_best && !is_small)
+        graph_free(g);
+}
+
+/* Candidate c through the real pipeline on a copy of its level's prefix
+ * (lower_back: recompute, schedule, liveness, then) either the memory plan
+ * and plan_check (real: c->peak is the plan's, and the graph is kept when it
+ * is the best that fits or the smallest) or only the arena's lower bound
+ * (c->peak = c->bound). Fills c's time; when cost is not NULL, adds each
+ * layer's recompute time to cost[3*l + m]. 0, or -1 after a reported error. */
+static int plan(Search *s, Level *lv, Cand *c, double *cost, int real)
+{
+    DriverOptions d = *s->o;
+    d.verbose = 0;
+    d.micro_batches = c->K;
+    d.recompute = RC_NONE;
+    d.rc_layers = s->nlayers > 0 ? c->modes : NULL;
+    d.bound_only = !real;
+    Graph *g = driver_lower_back(graph_clone(lv->front), &d);
+    if (!g)
+        return -1;
+    driver_predict(g, &d);
+    c->seconds = d.emit.predicted_s;
+    if (real) {
+        s->planned++;
+        c->peak = plan_total(g, s->o);
+        c->arena = g->region_bytes[RG_ARENA];
+        if (!lv->persist)
+            lv->persist = c->peak - c->arena;
+    } else {
+        s->screened++;
+    }
+    c->bound = lv->persist + g->region_lower_bound[RG_ARENA];
+    if (!real)
+        c->peak = c->bound;
+    if (cost) {
+        DeviceProfile dp = profile(s->o);
+        for (int k = 0; k < g->nsched; k++) {
+            const Op *op = &g->ops[g->sched[k]];
+            if (op->phase == PH_RECOMPUTE && op->layer >= 0 && op->layer < s->nlayers)
+                cost[3 * op->layer + driver_rc_choice(c->modes[op->layer])] += op_cost(g, op, &dp) * c->K;
+        }
+    }
+    int fits = c->peak <= s->budget;
+    if (s->o->verbose)
+        fprintf(stderr, "gcompile: search: K=%d recompute %s %s %zu predicted %.6f ms%s\n", c->K,
+                c->modes, real ? "peak" : "bound", c->peak, c->seconds * 1e3,
+                fits ? real ? " fits" : " (bound fits)" : "");
+    if (real)
+        keep(s, g, c);
+    else
+        graph_free(g);
+    return 0;
+}
+
+/* --search exhaustive: every K dividing B times every per-layer assignment
+ * (3^L), each planned. The reference the fast search is tested against. */
+static int search_exhaustive(Search *s)
+{
+    double n = 1;
+    for (int l = 0; l < s->nlayers; l++)
+        n *= 3;
+    if (n > 100000) {
+        fprintf(stderr, "gcompile: error: --search exhaustive: 3^%d assignments per micro-batch count is too many "
+                        "(at most 100000)\n", s->nlayers);
+        return -1;
+    }
+    Cand c = {0};
+    c.modes = xcalloc((size_t)s->nlayers + 1, 1);
+    int rc = 0;
+    for (int i = 0; i < s->nlv && !rc; i++) {
+        c.K = s->lv[i].K;
+        for (long a = 0; a < (long)n && !rc; a++) {
+            long x = a;
+            for (int l = 0; l < s->nlayers; l++, x /= 3)
+                c.modes[l] = mode_letters[x % 3];
+            rc = plan(s, &s->lv[i], &c, NULL, 1);
+        }
+    }
+    free(c.modes);
+    return rc;
+}
+
+/* The staircase (a, b): layers [0, a) full, [a, a+b) selective, the rest
+ * none, into modes (L + 1 bytes). */
+static void staircase(char *modes, int L, int a, int b)
+{
+    for (int l = 0; l < L; l++)
+        modes[l] = l < a ? 'f' : l < a + b ? 's' : 'n';
+    modes[L] = '\0';
+}
+
+/* Exact predicted time of staircase (a, b) at level lv: the plan without
+ * recomputation plus each layer's recompute ops (they depend only on that
+ * layer's mode). */
+static double stair_seconds(const Search *s, const Level *lv, int a, int b)
+{
+    double t = lv->t0;
+    for (int l = 0; l < a + b && l < s->nlayers; l++)
+        t += lv->cost[3 * l + (l < a ? RC_FULL : RC_SELECTIVE)];
+    return t;
+}
+
+/* The model's bound of staircase (a, b): additive over layers, the top
+ * layer's change measured apart (its recompute runs at once, so it saves
+ * less). */
+static double stair_bound(const Search *s, const Level *lv, int a, int b)
+{
+    int L = s->nlayers, c = L - a - b;
+    if (L == 0)
+        return lv->pn;
+    int top = c > 0 ? RC_NONE : b > 0 ? RC_SELECTIVE : RC_FULL;
+    int fa = top == RC_FULL ? a - 1 : a, sb = top == RC_SELECTIVE ? b - 1 : b;
+    return lv->pn + fa * lv->dmid[RC_FULL] + sb * lv->dmid[RC_SELECTIVE] + lv->dtop[top];
+}
+
+/* Staircase (a, b) at level lv, screened (real 0) or planned (1), unless
+ * done before; 1 when done before (c not filled), 0, -1 after an error. */
+static int plan_stair(Search *s, Level *lv, int a, int b, Cand *c, double *cost, int real)
+{
+    int L = s->nlayers, k = a * (L + 1) + b;
+    c->K = lv->K;
+    staircase(c->modes, L, a, b);
+    if (lv->done[k] >= 1 + real && !cost) {
+        c->bound = lv->bound[k];
+        c->peak = lv->done[k] == 2 ? lv->peak[k] : c->bound;
+        c->seconds = lv->secs[k];
+        if (real && lv->run[k] != s->run) {   /* planned by an earlier run: count it in this one */
+            lv->run[k] = s->run;
+            keep(s, NULL, c);
+        }
+        return 1;
+    }
+    lv->done[k] = (char)(1 + real);
+    int rc = plan(s, lv, c, cost, real);
+    lv->bound[k] = c->bound;
+    lv->peak[k] = c->peak;
+    lv->secs[k] = c->seconds;
+    lv->run[k] = s->run;
+    return rc;
+}
+
+/* Calibrates level lv: the plan without recomputation (its time, the
+ * persistent regions; counted in every run), then, once, bounds of the
+ * uniform modes with and without the top layer (each layer's exact
+ * recompute time, the model's per-layer changes). A level whose time
+ * without recomputation cannot beat the best plan found is skipped in this
+ * run (*skip). */
+static int calibrate(Search *s, Level *lv, Cand *c, int *skip)
+{
+    int L = s->nlayers;
+    size_t cells = (size_t)(L + 1) * (size_t)(L + 1);
+    if (!lv->done) {
+        lv->cost = xcalloc((size_t)(3 * L + 3), sizeof(double));
+        lv->done = xcalloc(cells, 1);
+        lv->bound = xcalloc(cells, sizeof *lv->bound);
+        lv->peak = xcalloc(cells, sizeof *lv->peak);
+        lv->secs = xcalloc(cells, sizeof *lv->secs);
+        lv->run = xcalloc(cells, sizeof *lv->run);
+    }
+    if (plan_stair(s, lv, 0, 0, c, NULL, 1) < 0)
+        return -1;
+    lv->t0 = c->seconds;
+    lv->pn = (double)c->bound;
+    if (!lv->arena)
+        lv->arena = (double)c->arena;
+    *skip = s->has_best && lv->t0 >= s->best_c.seconds;
+    if (*skip || lv->calibrated)
+        return 0;
+    for (int m = RC_SELECTIVE; m <= RC_FULL && L > 0; m++) {
+        double *tmp = xcalloc((size_t)(3 * L + 3), sizeof(double));
+        int a = m == RC_FULL ? L : 0, b = L - a;
+        if (plan_stair(s, lv, a, b, c, tmp, 0) < 0) {
+            free(tmp);
+            return -1;
+        }
+        double all = (double)c->bound;
+        for (int l = 0; l < L; l++)
+            lv->cost[3 * l + m] = tmp[3 * l + m];
+        free(tmp);
+        if (L == 1) {
+            lv->dtop[m] = all - lv->pn;
+            continue;
+        }
+        if (plan_stair(s, lv, m == RC_FULL ? L - 1 : 0, m == RC_FULL ? 0 : L - 1, c, NULL, 0) < 0)
+            return -1;
+        lv->dmid[m] = ((double)c->bound - lv->pn) / (L - 1);
+        lv->dtop[m] = all - (double)c->bound;
+    }
+    lv->calibrated = 1;
+    return 0;
+}
+
+/* A staircase the walk may plan, in order of predicted time. */
+typedef struct Step {
+    double seconds, bound;
+    int level, a, b;
+} Step;
+
+static int by_seconds(const void *x, const void *y)
+{
+    const Step *p = x, *q = y;
+    return p->seconds < q->seconds ? -1 : p->seconds > q->seconds;
+}
+
+/* Nothing fit: plans each level's staircase of the least modelled bound,
+ * so that the smallest plan reported is as small as the model can tell. */
+static int plan_smallest(Search *s, Cand *c)
+{
+    int L = s->nlayers;
+    for (int i = 0; i < s->nlv; i++) {
+        Level *lv = &s->lv[i];
+        if (!lv->calibrated)
+            continue;
+        int ba = 0, bb = 0;
+        for (int a = 0; a <= L; a++)
+            for (int b = 0; a + b <= L; b++)
+                if (stair_bound(s, lv, a, b) < stair_bound(s, lv, ba, bb))
+                    ba = a, bb = b;
+        if (plan_stair(s, lv, ba, bb, c, NULL, 1) < 0)
+            return -1;
+    }
+    return 0;
+}
+
+/* The default search (docs/budget.md): calibrate each level, then walk all
+ * staircases of all levels cheapest first; screen those the model lets
+ * through, plan those whose bound fits; the first plan that fits wins. */
+static int search_fast(Search *s)
+{
+    int L = s->nlayers, rc = 0;
+    Cand c = {0};
+    c.modes = xcalloc((size_t)L + 1, 1);
+    char *skip = xcalloc((size_t)s->nlv, 1);
+    for (int i = 0; i < s->nlv && !rc; i++) {
+        int sk = 0;
+        rc = calibrate(s, &s->lv[i], &c, &sk);
+        skip[i] = (char)sk;
+    }
+    size_t per = (size_t)(L + 1) * (size_t)(L + 2) / 2, n = 0;
+    Step *st = xmalloc((size_t)s->nlv * per * sizeof *st);
+    for (int i = 0; i < s->nlv && !rc; i++) {
+        if (skip[i] || !s->lv[i].calibrated)
+            continue;
+        for (int a = 0; a <= L; a++)
+            for (int b = 0; a + b <= L; b++)
+                st[n++] = (Step){stair_seconds(s, &s->lv[i], a, b), stair_bound(s, &s->lv[i], a, b), i, a, b};
+    }
+    qsort(st, n, sizeof *st, by_seconds);
+    double budget = (double)s->budget;
+    int walked = 0;
+    for (size_t k = 0; k < n && !rc && walked < SEARCH_MAX_WALK; k++) {
+        Level *lv = &s->lv[st[k].level];
+        if (s->has_best && st[k].seconds >= s->best_c.seconds)
+            break;                     /* nothing cheaper is left */
+        if (st[k].bound > budget + SEARCH_SLACK * lv->arena)
+            continue;                  /* the model says it cannot fit */
+        walked++;
+        rc = plan_stair(s, lv, st[k].a, st[k].b, &c, NULL, 0);      /* its bound, unless known */
+        if (rc >= 0 && lv->bound[st[k].a * (L + 1) + st[k].b] <= s->budget)
+            rc = plan_stair(s, lv, st[k].a, st[k].b, &c, NULL, 1);  /* may fit: the real plan */
+        if (rc > 0)
+            rc = 0;
+    }
+    free(st);
+    free(skip);
+    if (!rc && !s->has_best)
+        rc = plan_smallest(s, &c);
+    free(c.modes);
+    return rc;
+}
+
+Search *search_open(Ast *ast, const DriverOptions *o)
+{
+    DriverOptions d = *o;
+    d.verbose = 0;
+    d.micro_batches = 1;
+    d.recompute = RC_NONE;
+    d.rc_layers = NULL;
+    Graph *g = driver_lower_front(ast, &d);   /* the dims and the layers */
+    if (!g)
+        return NULL;
+    Search *s = xcalloc(1, sizeof *s);
+    s->ast = ast;
+    s->o = o;
+    s->nlayers = graph_layers(g);
+    s->B = graph_dim(g, "B") > 0 ? graph_dim(g, "B") : 1;
+    s->lv = xcalloc((size_t)s->B, sizeof *s->lv);
+    for (long K = 1; K <= s->B; K++) {   /* a level per micro-batch count dividing B */
+        if (s->B % K)
+            continue;
+        Level *lv = &s->lv[s->nlv++];
+        lv->K = (int)K;
+        d.micro_batches = (int)K;
+        lv->front = K == 1 ? g : driver_lower_front(ast, &d);
+        if (!lv->front) {
+            search_close(s);
+            return NULL;
+        }
+    }
+    return s;
+}
+
+/* Forgets the last run's picks. */
+static void reset(Search *s)
+{
+    if (s->small != s->best)
+        graph_free(s->small);
+    graph_free(s->best);
+    free(s->best_c.modes);
+    free(s->small_c.modes);
+    s->best = s->small = NULL;
+    s->best_c = s->small_c = (Cand){0};
+    s->has_best = s->has_small = 0;
+}
+
+int search_run(Search *s, size_t budget, SearchPick *p)
+{
+    reset(s);
+    s->run++;
+    s->budget = budget;
+    int rc = s->o->search_exhaustive ? search_exhaustive(s) : search_fast(s);
+    if (rc < 0 || !s->has_small)
+        return -1;
+    const Cand *c = s->has_best ? &s->best_c : &s->small_c;
+    *p = (SearchPick){s->has_best, c->K, c->modes, c->peak, c->seconds, s->has_best ? s->best : s->small};
+    return s->has_best ? 0 : 1;
+}
+
+Graph *search_take(Search *s)
+{
+    Graph *g = s->has_best ? s->best : s->small;
+    if (s->best == g)
+        s->best = NULL;
+    if (s->small == g)
+        s->small = NULL;
+    return g;
+}
+
+void search_close(Search *s)
+{
+    if (!s)
+        return;
+    reset(s);
+    for (int i = 0; i < s->nlv; i++) {
+        Level *lv = &s->lv[i];
+        graph_free(lv->front);
+        free(lv->cost);
+        free(lv->done);
+        free(lv->bound);
+        free(lv->peak);
+        free(lv->secs);
+        free(lv->run);
+    }
+    free(s->lv);
+    free(s);
+}
+
+Graph *driver_search(Ast *ast, DriverOptions *o)
+{
+    Search *s = search_open(ast, o);
+    if (!s)
+        return NULL;
+    SearchPick p;
+    int rc = search_run(s, o->emit.budget_bytes, &p);
+    Graph *g = NULL;
+    if (rc == 0) {
+        if (o->verbose)
+            fprintf(stderr, "gcompile: search: chose K=%d recompute %s peak %zu predicted %.6f ms (%d plans, %d bounds)\n",
+                    p.K, p.modes, p.peak, p.seconds * 1e3, s->planned, s->screened);
+        o->search_layers = xstrdup(p.modes);     /* main frees it */
+        o->emit.recompute_layers = s->nlayers > 0 ? o->search_layers : NULL;
+        g = search_take(s);
+    } else if (rc == 1) {
+        static const char *const part[] = {"parameters", "gradients", "optimizer state", "activations (arena)"};
+        const Graph *sm = p.graph;
+        int big = 0;
+        for (int r = 1; r < RG_COUNT; r++)
+            if (sm->region_bytes[r] > sm->region_bytes[big])
+                big = r;
+        char a[32], b[32], e[32];
+        fprintf(stderr, "gcompile: error: nothing fits --mem %s: the smallest plan found needs %s (--micro-batches "
+                        "%d --recompute %s; --mem %zu compiles); the largest part is %s %s\n",
+                human_bytes(a, sizeof a, (double)o->emit.budget_bytes), human_bytes(b, sizeof b, (double)p.peak),
+                p.K, modes_label(p.modes), p.peak, part[big], human_bytes(e, sizeof e, (double)sm->region_bytes[big]));
+    }
+    search_close(s);
+    return g;
+}

@@ -1,0 +1,45 @@
+/* clone.c — a deep copy of a graph, so that a pass pipeline can be run
+ * several times from one prefix (the budget search lowers each micro-batch
+ * count once and plans each recompute choice on a copy). */
+#include <string.h>
+
+#include "ir.h"
+
+static void *dup_array(const void *p, size_t n, size_t elem)
+{
+    if (!p || !n)
+        return NULL;
+    void *q = xmalloc(n * elem);
+    memcpy(q, p, n * elem);
+    return q;
+}
+
+Graph *graph_clone(const Graph *g)
+{
+    Graph *c = graph_new(g->file);
+    Tensor *t = c->t;
+    Op *ops = c->ops;
+    int capt = c->capt, capops = c->capops;
+    *c = *g;                                  /* scalars and borrowed strings */
+    c->t = t, c->ops = ops, c->capt = capt, c->capops = capops;
+    store_commit(c->t, sizeof *c->t, IR_MAX_TENSORS, &c->capt, g->nt);
+    store_commit(c->ops, sizeof *c->ops, IR_MAX_OPS, &c->capops, g->nops);
+    if (g->nt)
+        memcpy(c->t, g->t, (size_t)g->nt * sizeof *g->t);
+    if (g->nops)
+        memcpy(c->ops, g->ops, (size_t)g->nops * sizeof *g->ops);
+    for (int i = 0; i < g->nt; i++) {
+        c->t[i].name = xstrdup(g->t[i].name);
+        c->t[i].consumers = dup_array(g->t[i].consumers, (size_t)g->t[i].nconsumers, sizeof(int));
+    }
+    for (int i = 0; i < g->nops; i++)
+        c->ops[i].name = xstrdup(g->ops[i].name);
+    c->dims = dup_array(g->dims, (size_t)g->ndims, sizeof *g->dims);
+    for (int i = 0; i < g->ndims; i++)
+        c->dims[i].name = xstrdup(g->dims[i].name);
+    c->params = dup_array(g->params, (size_t)g->nparams, sizeof(int));
+    c->inputs = dup_array(g->inputs, (size_t)g->ninputs, sizeof(int));
+    c->sched = dup_array(g->sched, (size_t)g->nsched, sizeof(int));
+    c->split_report = g->split_report ? xstrdup(g->split_report) : NULL;
+    return c;
+}
