@@ -174,10 +174,12 @@ void *xgrow(void *p, int *cap, int need, size_t elem)
         c = c > (1 << 29) ? need : 2 * c;
     *cap = c;
 #else
-    /* exact size, so the next growth moves again; past 4096 elements by
-       doubling (still moving at each doubling), so large arrays stay linear */
-    if (need > *cap)
-        *cap = need <= 4096 ? need : (need > 2 * *cap ? need : 2 * *cap);
+    /* exact size, so the next growth moves again; past 16 KiB by doubling
+       (moving at each doubling only), so large arrays stay linear (moving
+       on every call copied 29 GB for a 20,000-statement graph: minutes) */
+    if (need <= *cap)
+        return p;
+    *cap = (size_t)need * elem <= 16384 ? need : (need > 2 * *cap ? need : 2 * *cap);
 #endif
     return xrealloc(p, (size_t)*cap * elem);
 }

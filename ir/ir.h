@@ -50,7 +50,7 @@ void *xcalloc(size_t n, size_t size);
 void *xrealloc(void *p, size_t n);
 /* Grows array p of *cap elements of elem bytes to hold need (doubling);
  * returns it (it may move: see the growth rule below). Under GC_MOVE_ON_GROW
- * it moves on every call that adds an element (past 4096 elements, at every
+ * it moves on every call that adds an element (past 16 KiB, at every
  * doubling). */
 void *xgrow(void *p, int *cap, int need, size_t elem);
 char *xstrdup(const char *s);

@@ -30,7 +30,7 @@
 
 enum { ABR = 32, ABC = 64 };
 
-#if defined(__x86_64__) && defined(__ELF__) && defined(__has_attribute)
+#if !defined(GCRT_TSAN) && defined(__x86_64__) && defined(__ELF__) && defined(__has_attribute)  /* not under TSan */
 #if __has_attribute(target_clones)
 #define ATT_CLONES __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
 #endif

@@ -17,6 +17,17 @@
 
 #include "gc_runtime.h"
 
+/* GCRT_TSAN: built under ThreadSanitizer, whose instrumented ifunc resolvers
+ * run before its runtime is up and crash the program at load time, so the
+ * CPU kernels use no target_clones then (kernels_cpu.c, attention_cpu.c). */
+#if defined(__SANITIZE_THREAD__)
+#define GCRT_TSAN 1
+#elif defined(__has_feature)
+#if __has_feature(thread_sanitizer)
+#define GCRT_TSAN 1
+#endif
+#endif
+
 /* ---------------------------------------------------------------- gemm_cpu.c */
 /* c (MxN, row stride ldc) (+)= op(a) @ op(b) in float on one thread, with
  * the AVX-512 kernel. Returns 1 when done, 0 when it cannot run here (no

@@ -99,16 +99,8 @@ static inline float exp_nonpos(float x) { return gcrt_expf_nonpos(x); }
  * ifunc): twice the vector width halves their time. The clones differ in
  * summation order (lanes), so results are deterministic per machine but may
  * differ in the last bits between a CPU with AVX2 and one without. */
-/* Not under ThreadSanitizer: its instrumented ifunc resolver runs before the
- * TSan runtime is up and crashes the program at load time. */
-#if defined(__SANITIZE_THREAD__)
-#define ROW_CLONES
-#elif defined(__has_feature)
-#if __has_feature(thread_sanitizer)
-#define ROW_CLONES
-#endif
-#endif
-#if !defined(ROW_CLONES) && defined(__x86_64__) && defined(__ELF__) && defined(__has_attribute)
+/* Not under ThreadSanitizer (GCRT_TSAN). */
+#if !defined(GCRT_TSAN) && defined(__x86_64__) && defined(__ELF__) && defined(__has_attribute)
 #if __has_attribute(target_clones)
 #define ROW_CLONES __attribute__((target_clones("avx2", "default")))
 #endif

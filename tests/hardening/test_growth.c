@@ -51,7 +51,7 @@ int main(void)
         CHECK(arr[n - 1] == n);
     free(arr);
 #ifdef GC_MOVE_ON_GROW
-    CHECK(moved == 999);            /* up to 4096 elements: every growth */
+    CHECK(moved == 999);            /* up to 16 KiB: every growth */
     printf("ok: g->t, g->ops never moved; xgrow moved on all %d growths (GC_MOVE_ON_GROW)\n", moved);
 #else
     CHECK(moved <= 16);

@@ -71,8 +71,10 @@ static unsigned char *slurp(const char *path, long *n)
     *n = ftell(f);
     fseek(f, 0, SEEK_SET);
     unsigned char *b = malloc((size_t)*n);
-    if (b && fread(b, 1, (size_t)*n, f) != (size_t)*n)
+    if (b && fread(b, 1, (size_t)*n, f) != (size_t)*n) {
+        free(b);
         b = NULL;
+    }
     fclose(f);
     return b;
 }
@@ -87,6 +89,8 @@ int main(int argc, char **argv)
     unsigned char *init = slurp(argv[1], &ni), *shard = slurp(argv[2], &ns);
     if (!init || !shard || ni != 1024 + 4L * NP || ns < 1024) {
         fprintf(stderr, "ref_train: bad init or shard\n");
+        free(init);
+        free(shard);
         return 1;
     }
     for (long i = 0; i < NP; i++) {
@@ -125,5 +129,7 @@ int main(int argc, char **argv)
         }
         printf("%ld %.9g %.9g %.9g\n", s + 1, loss, a, norm);
     }
+    free(init);
+    free(shard);
     return 0;
 }

@@ -8,7 +8,10 @@ gc=$1 graph=$2 dir=$3 check=$4
 mkdir -p "$dir"
 cd "$dir" || exit 1
 export OMP_NUM_THREADS=1
-MPIRUN="mpirun --allow-run-as-root --oversubscribe --mca btl self,vader"
+# Under ASan (GC_SANITIZE builds) the ranks report no leaks: Open MPI's MPI_Init
+# keeps allocations to the end, some from plugins unloaded before LeakSanitizer
+# can name them; the one-process runs of the same runtime keep leak checks.
+MPIRUN="mpirun --allow-run-as-root --oversubscribe --mca btl self,vader -x ASAN_OPTIONS=detect_leaks=0"
 fail() { echo "FAIL: $*"; exit 1; }
 compile() {  # compile OUT [gcompile args...]
     out=$1; shift
