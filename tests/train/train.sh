@@ -62,7 +62,7 @@ profile)   # --profile: same losses; one row per kernel and shape, rows add up t
     sed -n 's/^step *[0-9]*\/[0-9]* | loss \([^ ]*\) .*/\1/p' out.txt >b.txt
     cmp -s a.txt b.txt || { paste a.txt b.txt; fail "--profile changed the losses"; }
     grep -q '^profile: [0-9]* kernels and shapes, mean over 3 steps' out.txt || { cat out.txt; fail "profile header"; }
-    for k in "fwd matmul_bias 256x192x64 tb" "bwd matmul 256x64x256 ta" "opt adamw" "fwd classifier" "bwd ew_gelu_bwd"; do
+    for k in "fwd matmul_bias 256x192x64 tb" "bwd matmul 256x64x256 ta" "opt adamw" "fwd classifier" "bwd matmul_dgelu 256x256x64" "fwd add_layernorm"; do
         grep -q " $k\$" out.txt || { cat out.txt; fail "no profile row '$k'"; }
     done
     # the rows sum to the ops total in the header (to rounding), and every row's calls are > 0
@@ -195,7 +195,7 @@ fusions)   # each fusion on vs off: 20 steps within 1e-5; fused programs pass gr
     for shape in "" "-D T=37 -D C=48"; do     # T=37, head size 12: no multiple of any tile
         compile t_on $shape --classifier-chunk 100    # chunks of 100 rows: N = 256 or 148
         ./t_on --threads 2 --steps 20 --log on.jsonl >/dev/null || fail "fused run $shape"
-        for kind in attention classifier; do
+        for kind in attention classifier gelu layernorm; do
             compile t_off $shape --classifier-chunk 100 --no-fuse=$kind
             ./t_off --threads 2 --steps 20 --log off.jsonl >/dev/null || fail "--no-fuse=$kind run"
             jloss on.jsonl >a.txt
@@ -210,6 +210,9 @@ fusions)   # each fusion on vs off: 20 steps within 1e-5; fused programs pass gr
         "$gc" "$graph" --config tiny --target cpu $shape --emit c >prog.c
         grep -q gc_attention_fwd prog.c || fail "no fused attention in the program $shape"
         grep -q gc_classifier prog.c || fail "no fused classifier in the program $shape"
+        grep -q gc_matmul_bias_gelu prog.c && grep -q gc_matmul_dgelu prog.c ||
+            fail "no fused bias + GELU (forward and backward) in the program $shape"
+        grep -q gc_add_layernorm_fwd prog.c || fail "no fused residual + layernorm in the program $shape"
     done
     compile t_poison --poison
     ./t_poison --threads 2 --steps 4 | grep -qi nan && fail "NaN loss with --poison and fusions"
@@ -220,6 +223,24 @@ fusions)   # each fusion on vs off: 20 steps within 1e-5; fused programs pass gr
         fail "--no-fuse: plan-text should say 'fusions: none'"
     "$gc" "$graph" --config tiny --target cpu --emit plan-text | grep -q '^  attention *2 fused' ||
         fail "plan-text should list 2 attention fusions"
+    "$gc" "$graph" --config tiny --target cpu --no-fuse=gelu --emit c | grep -q 'gc_matmul_bias_gelu\|gc_matmul_dgelu' &&
+        fail "--no-fuse=gelu left bias + GELU fused"
+    "$gc" "$graph" --config tiny --target cpu --emit plan-text | grep -q '^  gelu *2 fused' ||
+        fail "plan-text should list 2 gelu fusions"
+    "$gc" "$graph" --config tiny --target cpu --no-fuse=layernorm --emit c | grep -q 'gc_add_layernorm_fwd' &&
+        fail "--no-fuse=layernorm left residual + layernorm fused"
+    # 2 layers: 2 residual adds each, every one followed by a layernorm (the last by the final one)
+    "$gc" "$graph" --config tiny --target cpu --emit plan-text | grep -q '^  layernorm *4 fused' ||
+        fail "plan-text should list 4 layernorm fusions"
+    "$gc" "$graph" --config tiny --target cpu --recompute selective --emit c | grep -q 'gc_add_layernorm_fwd' &&
+        fail "residual + layernorm fused under --recompute"
+    # bias + GELU keeps only the pre-activation: the GELU output is recomputed
+    # in the backward, so the fused arena is smaller by about one (B,T,4C)
+    # tensor per layer (tiny: 2 x 256 KiB) less one recomputed copy
+    a_on=$("$gc" "$graph" --config tiny --target cpu --no-fuse=classifier --emit summary | sed -n 's/^arena_bytes: //p')
+    a_off=$("$gc" "$graph" --config tiny --target cpu --no-fuse=classifier,gelu --emit summary | sed -n 's/^arena_bytes: //p')
+    echo "tiny arena: gelu fused $a_on, not fused $a_off"
+    [ "$a_on" -lt "$a_off" ] || fail "the gelu fusion did not shrink the arena ($a_on vs $a_off)"
     "$gc" "$graph" --config tiny --target cpu --no-fuse=bogus --emit c >/dev/null 2>err.txt && fail "--no-fuse=bogus accepted"
     grep -q "unknown fusion 'bogus'" err.txt || { cat err.txt; fail "--no-fuse=bogus message"; }
     ;;
