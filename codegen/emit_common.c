@@ -257,8 +257,8 @@ void emit_kernel_call(FILE *f, const Graph *g, const Op *op)
     case OP_CLASSIFIER: {
         const Tensor *w = &g->t[op->in[1]];
         call_head(f, g, "gc_classifier", op, NULL, 0);
-        fprintf(f, ", %ldL, %ldL, %ldL, %ldL, %ldL, %s);\n", in0->numel / w->shape[1], w->shape[1], w->shape[0],
-                (long)op->attr[0], (long)op->attr[1], acc);
+        fprintf(f, ", %ldL, %ldL, %ldL, %ldL, %ldL, %.9ef, %s);\n", in0->numel / w->shape[1], w->shape[1],
+                w->shape[0], (long)op->attr[0], (long)op->attr[1], op->attr[2], acc);
         return;
     }
     case OP_ATTENTION: case OP_ATTENTION_BWD: {

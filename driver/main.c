@@ -496,9 +496,8 @@ static Graph *lower(Ast *ast, DriverOptions o)
         PASS(&o, "fuse-att", pass_fuse_attention(g));
         ir_verify(g);
     }
-    /* the fused classifier scales its gradient itself (no d loss seed to
-       read), so it does not take the 1/K seed of micro-batches yet */
-    if (!(o.no_fuse & FUSE_CLASSIFIER) && !strcmp(o.emit.target, "cpu") && o.micro_batches <= 1) {
+    /* the fused classifier takes the d loss seed (1/K with micro-batches) as its `seed` */
+    if (!(o.no_fuse & FUSE_CLASSIFIER) && !strcmp(o.emit.target, "cpu")) {
         PASS(&o, "fuse-cls", pass_fuse_classifier(g, o.classifier_chunk));
         ir_verify(g);
     }

@@ -188,12 +188,13 @@ void gc_attention_bwd(gc_real *dx, const gc_real *dy, const gc_real *x, const gc
 /* The classifier matmul fused with cross-entropy (passes/fuse_classifier.c),
  * CPU target only so far: for the N rows of x (N x C) in chunks of R rows,
  * chunk = x_chunk w^T (R x Vp, w is Vp x C), the rows' losses, the gradient
- * of the mean loss (dloss = 1) in place, then dx_chunk (+)= chunk w (acc bit
+ * of seed x the mean loss (seed = d loss: 1, or 1/K with K micro-batches) in place, then dx_chunk (+)= chunk w (acc bit
  * 1) and dw (+)= chunk^T x_chunk (acc bit 2). loss[0] = mean over rows of
  * logsumexp(logits[r, 0:V]) - logits[r, t_r], as gc_crossentropy_fwd.
  * rowloss holds N doubles (2N floats). */
 void gc_classifier(gc_real *loss, gc_real *dx, gc_real *dw, gc_real *chunk, gc_real *rowloss, const gc_real *x,
-                   const gc_real *w, const int32_t *targets, long N, long C, long Vp, long V, long R, int acc);
+                   const gc_real *w, const int32_t *targets, long N, long C, long Vp, long V, long R, float seed,
+                   int acc);
 
 /* ---------------------------------------------------------------- device_cpu.c / device_cuda.cu */
 /* The target's memory, seen by train_main.c. On the CPU these are malloc and

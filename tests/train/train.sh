@@ -216,6 +216,21 @@ fusions)   # each fusion on vs off: 20 steps within 1e-5; fused programs pass gr
     done
     compile t_poison --poison
     ./t_poison --threads 2 --steps 4 | grep -qi nan && fail "NaN loss with --poison and fusions"
+    # the fused classifier with 2 micro-batches takes the 1/2 loss seed: same losses as unfused, and a
+    # gradcheck over both micro-batches (a seed of 1 doubles its gradients: relative error 0.5)
+    compile t_mb --micro-batches 2 --poison
+    "$gc" "$graph" --config tiny --target cpu --micro-batches 2 --emit c | grep -q gc_classifier ||
+        fail "no fused classifier with --micro-batches 2"
+    ./t_mb --threads 2 --steps 20 --log on.jsonl >/dev/null || fail "fused classifier, 2 micro-batches"
+    compile t_mb_off --micro-batches 2 --no-fuse=classifier
+    ./t_mb_off --threads 2 --steps 20 --log off.jsonl >/dev/null || fail "unfused classifier, 2 micro-batches"
+    jloss on.jsonl >a.txt
+    jloss off.jsonl >b.txt
+    paste a.txt b.txt | awk '{ d = $1 - $2; if (d < 0) d = -d; if (d > m) m = d }
+        END { printf "classifier with 2 micro-batches on vs off: max |diff| %.3g\n", m; exit !(NR == 20 && m <= 1e-5) }' ||
+        { paste a.txt b.txt; fail "fused classifier with micro-batches changed the losses"; }
+    compile t_mb_gc --micro-batches 2 --schedule plain
+    ./t_mb_gc --threads 2 --gradcheck 48 >out.txt 2>&1 || { cat out.txt; fail "gradcheck, fused classifier, 2 micro-batches"; }
     # the switch: off means off, unknown names are errors
     "$gc" "$graph" --config tiny --target cpu --no-fuse=attention --emit c | grep -q gc_attention_fwd &&
         fail "--no-fuse=attention left attention fused"
