@@ -152,6 +152,13 @@ void emit_kernel_call(FILE *f, const Graph *g, const Op *op)
         fprintf(f, ", %ld, %ld, %ld, %ld, %d, %d, %s);\n", b, M, N, K, (int)op->attr[0], (int)op->attr[1], acc);
         return;
     }
+    case OP_MATMUL_BIAS_GELU: case OP_MATMUL_DGELU: {   /* no acc: fuse_gelu.c fuses none */
+        long b, M, N, K;
+        op_matmul_geom(g, op, &b, &M, &N, &K);
+        call_head(f, g, op->kind == OP_MATMUL_DGELU ? "gc_matmul_dgelu" : "gc_matmul_bias_gelu", op, NULL, 0);
+        fprintf(f, ", %ld, %ld, %ld, %ld, %d, %d);\n", b, M, N, K, (int)op->attr[0], (int)op->attr[1]);
+        return;
+    }
     case OP_EMBEDDING: {
         const Tensor *idx = &g->t[op->in[1]];
         int in[2] = {op->in[1], op->in[0]};    /* kernel order: idx, table */
@@ -171,6 +178,12 @@ void emit_kernel_call(FILE *f, const Graph *g, const Op *op)
         call_head(f, g, "gc_layernorm_fwd", op, NULL, 0);
         fprintf(f, ", %ldL, %ldL, %.9ef);\n", in0->numel / last_dim(in0), last_dim(in0), op->attr[0]);
         return;
+    case OP_ADD_LAYERNORM: {
+        const Tensor *x = &g->t[op->out[0]];
+        call_head(f, g, "gc_add_layernorm_fwd", op, NULL, 0);
+        fprintf(f, ", %ldL, %ldL, %.9ef);\n", x->numel / last_dim(x), last_dim(x), op->attr[0]);
+        return;
+    }
     case OP_LAYERNORM_BWD: {
         const Tensor *x = &g->t[op->in[1]];
         call_head(f, g, "gc_layernorm_bwd", op, NULL, 0);
@@ -245,8 +258,8 @@ void emit_kernel_call(FILE *f, const Graph *g, const Op *op)
     case OP_CLASSIFIER: {
         const Tensor *w = &g->t[op->in[1]];
         call_head(f, g, "gc_classifier", op, NULL, 0);
-        fprintf(f, ", %ldL, %ldL, %ldL, %ldL, %ldL, %s);\n", in0->numel / w->shape[1], w->shape[1], w->shape[0],
-                (long)op->attr[0], (long)op->attr[1], acc);
+        fprintf(f, ", %ldL, %ldL, %ldL, %ldL, %ldL, %.9ef, %s);\n", in0->numel / w->shape[1], w->shape[1],
+                w->shape[0], (long)op->attr[0], (long)op->attr[1], op->attr[2], acc);
         return;
     }
     case OP_ATTENTION: case OP_ATTENTION_BWD: {
@@ -311,7 +324,8 @@ static void prof_label(char *buf, size_t n, const Graph *g, const Op *op)
 {
     char ew[64];
     const char *kind = op_info[op->kind].cls == OPC_EW ? ew_name(ew, sizeof ew, g, op) : op_info[op->kind].name;
-    if (op->kind != OP_MATMUL && op->kind != OP_MATMUL_BIAS) {
+    if (op->kind != OP_MATMUL && op->kind != OP_MATMUL_BIAS && op->kind != OP_MATMUL_BIAS_GELU &&
+        op->kind != OP_MATMUL_DGELU) {
         snprintf(buf, n, "%s %s", phase_name(op->phase), kind);
         return;
     }

@@ -205,14 +205,14 @@ static void levers(FILE *f, const Graph *g, const EmitOptions *opt)
         fprintf(f, "budget %s, ", human(opt->budget_bytes, b1, sizeof b1));
     fprintf(f, "peak %s | %d micro-batch%s | ", human(total, b2, sizeof b2),
             g->micro_batches > 1 ? g->micro_batches : 1, g->micro_batches > 1 ? "es" : "");
-    if (nops)
-        fprintf(f, "recompute %d tensors (%d ops, +%.1f%% FLOPs)", ntens, nops, base > 0 ? 100.0 * extra / base : 0.0);
     const char *rl = opt ? opt->recompute_layers : NULL;   /* n, s, f from layer 0 */
     char one[2] = {rl ? rl[0] : 0, 0};
-    if (nops && rl && strspn(rl, one) != strlen(rl))         /* the layers differ */
-        fprintf(f, ", per layer %s", rl);
-    else
+    if (!nops)
         fprintf(f, "no recompute");
+    else
+        fprintf(f, "recompute %d tensors (%d ops, +%.1f%% FLOPs)", ntens, nops, base > 0 ? 100.0 * extra / base : 0.0);
+    if (nops && rl && strspn(rl, one) != strlen(rl))   /* the layers differ */
+        fprintf(f, ", per layer %s", rl);
     if (opt && opt->device)
         fprintf(f, " | predicted %.1f ms/step on %s, MFU %.1f%%", opt->predicted_s * 1e3, opt->device,
                 100.0 * opt->predicted_mfu);

@@ -90,8 +90,11 @@ static void usage(FILE *f)
         "                         without the T x T scores), classifier (matmul +\n"
         "                         cross-entropy in row chunks; --target cpu only so far,\n"
         "                         and such a program cannot --sample), bias (matmul +\n"
-        "                         bias epilogue); gelu and layernorm are accepted but\n"
-        "                         those fusions are not implemented yet\n"
+        "                         bias epilogue), gelu (gelu(matmul + bias) and its\n"
+        "                         backward as cuBLASLt GELU epilogues; needs bias; only\n"
+        "                         the pre-activation is kept, GELU recomputed in the\n"
+        "                         backward), layernorm (residual add + the layernorm\n"
+        "                         reading it as one kernel; off under --recompute)\n"
         "      --classifier-chunk ROWS  rows per chunk of the fused classifier\n"
         "                         (default 1024; the chunk is min(B*T, ROWS) x Vp)\n"
         "      --no-tf32          cuda: fp32 matmuls on the fp32 units (default: TF32\n"
@@ -501,14 +504,21 @@ static Graph *lower_front(Ast *ast, DriverOptions o)
         PASS(&o, "fuse", pass_fuse(g));
         ir_verify(g);
     }
+    if (!(o.no_fuse & (FUSE_BIAS | FUSE_GELU))) {
+        PASS(&o, "fuse-gelu", pass_fuse_gelu(g));
+        ir_verify(g);
+    }
     if (!(o.no_fuse & FUSE_ATTENTION)) {
         PASS(&o, "fuse-att", pass_fuse_attention(g));
         ir_verify(g);
     }
-    /* the fused classifier scales its gradient itself (no d loss seed to
-       read), so it does not take the 1/K seed of micro-batches yet */
-    if (!(o.no_fuse & FUSE_CLASSIFIER) && !strcmp(o.emit.target, "cpu") && o.micro_batches <= 1) {
+    /* the fused classifier takes the d loss seed (1/K with micro-batches) as its `seed` */
+    if (!(o.no_fuse & FUSE_CLASSIFIER) && !strcmp(o.emit.target, "cpu")) {
         PASS(&o, "fuse-cls", pass_fuse_classifier(g, o.classifier_chunk));
+        ir_verify(g);
+    }
+    if (!(o.no_fuse & FUSE_LAYERNORM)) {
+        PASS(&o, "fuse-ln", pass_fuse_layernorm(g));
         ir_verify(g);
     }
     if (!strcmp(o.emit.precision, "bf16")) {

@@ -34,6 +34,8 @@ int op_inplace_ok(const Graph *g, const Op *op, int i)
         return 1;                 /* dy or y */
     case OP_CROSS_ENTROPY_BWD:
         return i == 1;            /* dlogits over logits */
+    case OP_ADD_LAYERNORM:
+        return i < 2;             /* x (the sum) over a residual operand, as the add it replaced */
     default:
         return op_info[op->kind].cls == OPC_EW;
     }
@@ -337,11 +339,17 @@ double op_flops(const Graph *g, const Op *op)
         op_matmul_geom(g, op, &b, &M, &N, &K);
         return 2.0 * (double)b * (double)M * (double)N * (double)K + (op->kind == OP_MATMUL_BIAS ? n : 0);
     }
+    case OP_MATMUL_BIAS_GELU: case OP_MATMUL_DGELU: {   /* + bias and gelu, or gelu' times the product */
+        long b, M, N, K;
+        op_matmul_geom(g, op, &b, &M, &N, &K);
+        return 2.0 * (double)b * (double)M * (double)N * (double)K + (op->kind == OP_MATMUL_DGELU ? 25 : 9) * n;
+    }
     case OP_ADD: case OP_SCALE: case OP_COPY: case OP_CAUSAL_MASK: case OP_CAUSAL_MASK_BWD:
         return n;
     case OP_GELU: return 8 * n;
     case OP_GELU_BWD: return 16 * n;
     case OP_LAYERNORM: return 8 * n;
+    case OP_ADD_LAYERNORM: return 9 * n;
     case OP_LAYERNORM_BWD: return 12 * n;
     case OP_SOFTMAX: return 5 * n;
     case OP_SOFTMAX_BWD: return 4 * n;
@@ -474,6 +482,21 @@ int op_launches(const Graph *g, const Op *op, size_t ws)
         return 1 + ((g->t[r].offset + off) % 16 != 0);
     }
     case OP_ATTENTION_BWD: return 2;    /* dk/dv, then dq (attention_cuda.cu) */
+    case OP_MATMUL_DGELU: return 2;     /* DGELU epilogue + the recomputed GELU, or matmul + one kernel */
+    case OP_MATMUL_BIAS_GELU: {         /* the cuBLASLt GELU_AUX_BIAS epilogue, else matmul + GELU kernel */
+        /* as gc_matmul_bias_gelu decides: bias and aux (pre) 16-byte
+           aligned, rows of pre a multiple of 8 elements */
+        int aux = op->out[1];
+        int ok = T(2)->rank > 0 && T(2)->shape[T(2)->rank - 1] % 8 == 0 && g->t[aux].numel > 0;
+        int ts[2] = {op->in[2], aux}, al[2];
+        for (int i = 0; i < 2; i++) {
+            size_t off;
+            int r = graph_root(g, ts[i], &off);
+            al[i] = (g->t[r].offset + off) % 16 == 0;
+        }
+        /* the fallback's matmul adds a misaligned bias by a kernel of its own (OP_MATMUL_BIAS) */
+        return ok && al[0] && al[1] ? 1 : 2 + !al[0];
+    }
     default:
         return 1;
     }

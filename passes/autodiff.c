@@ -426,6 +426,9 @@ static void grad_internal(AD *ad, const Op *op, int dy)
 #define RULE_ATTENTION grad_internal
 #define RULE_ATTENTION_BWD grad_internal
 #define RULE_CLASSIFIER grad_internal
+#define RULE_MATMUL_BIAS_GELU grad_internal
+#define RULE_MATMUL_DGELU grad_internal
+#define RULE_ADD_LAYERNORM grad_internal
 
 static const GradFn grad_rule[OP_COUNT] = {
 #define OP(E, name, nin, nout, attrs, cls) [OP_##E] = RULE_##E,

@@ -66,7 +66,11 @@ double device_mem_budget(const DeviceProfile *d)
     return d->mem_bytes > d->reserve_bytes ? d->mem_bytes - d->reserve_bytes : 0;
 }
 
-static int is_matmul(const Op *op) { return op->kind == OP_MATMUL || op->kind == OP_MATMUL_BIAS; }
+static int is_matmul(const Op *op)
+{
+    return op->kind == OP_MATMUL || op->kind == OP_MATMUL_BIAS || op->kind == OP_MATMUL_BIAS_GELU ||
+           op->kind == OP_MATMUL_DGELU;
+}
 
 double op_cost(const Graph *g, const Op *op, const DeviceProfile *d)
 {

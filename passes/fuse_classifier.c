@@ -5,13 +5,14 @@
  * plus N row losses in double take their place.
  *
  * The pattern: loss = cross_entropy(matmul(x, w, tb=1), targets) where the
- * loss is the graph's loss, its gradient seed is the fill of 1.0, and the
+ * loss is the graph's loss, its gradient seed is a fill (1.0, or 1/K with K
+ * micro-batches: the op's `seed`, which scales dx and dw), and the
  * logits are read by nothing but the cross-entropy and its backward. The
  * backward ops that die: the seed, cross_entropy_bwd and the two matmuls
  * reading the logits' gradient (dx = dlogits w, dw = dlogits^T x); the fused
  * op writes dx and dw itself (with their accumulate bits), in the forward
  * phase, since the loss and its gradient come out of the same pass over the
- * logits (dloss is 1). A forward-only run (validation) therefore also
+ * logits (dloss is the constant seed). A forward-only run (validation) therefore also
  * writes dx and dw, into storage the plan reserved for them.
  *
  * The chunk: R = min(N, rows) rows, rows = --classifier-chunk (default
@@ -67,8 +68,9 @@ void pass_fuse_classifier(Graph *g, long rows)
     if (dloss < 0 || dl < 0 || g->t[dloss].producer < 0)
         return;
     const Op *seed = &g->ops[g->t[dloss].producer];
-    if (seed->kind != OP_FILL || seed->attr[0] != 1.0)
+    if (seed->kind != OP_FILL || !(seed->attr[0] > 0))   /* 1, or 1/K with K micro-batches */
         return;
+    double dseed = seed->attr[0];
     int ceb = g->t[dl].producer;
     if (ceb < 0 || g->ops[ceb].kind != OP_CROSS_ENTROPY_BWD || g->ops[ceb].acc)
         return;
@@ -117,7 +119,7 @@ void pass_fuse_classifier(Graph *g, long rows)
     f->nout = 5, f->out[0] = g->loss, f->out[1] = dx, f->out[2] = dw, f->out[3] = chunk, f->out[4] = rowloss;
     f->acc = acc;
     memset(f->attr, 0, sizeof f->attr);
-    f->attr[0] = g->ops[ce].attr[0], f->attr[1] = (double)R;
+    f->attr[0] = g->ops[ce].attr[0], f->attr[1] = (double)R, f->attr[2] = dseed;
     for (int t = 0; t < g->nt; t++)
         if (g->t[t].producer >= 0 && g->ops[g->t[t].producer].dead)
             g->t[t].producer = -1;

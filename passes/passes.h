@@ -40,8 +40,8 @@ enum {
     FUSE_BIAS = 1,         /* matmul + bias add (fuse.c) */
     FUSE_ATTENTION = 2,    /* causal attention (fuse_attention.c) */
     FUSE_CLASSIFIER = 4,   /* classifier matmul + cross-entropy */
-    FUSE_GELU = 8,         /* bias + GELU (not implemented yet) */
-    FUSE_LAYERNORM = 16,   /* residual + layernorm (not implemented yet) */
+    FUSE_GELU = 8,         /* bias + GELU (fuse_gelu.c) */
+    FUSE_LAYERNORM = 16,   /* residual + layernorm (fuse_layernorm.c) */
     FUSE_ALL = 31
 };
 /* The kind named `name` ("attention", ...), 0 when unknown. */
@@ -65,6 +65,20 @@ void pass_fuse_attention(Graph *g);
  * classifier op that walks the rows in chunks of min(B*T, rows) rows: the
  * B*T x Vp logits leave the plan. CPU target only so far. */
 void pass_fuse_classifier(Graph *g, long rows);
+
+/* ---------------------------------------------------------------- fuse_gelu.c */
+/* h = gelu(matmul_bias(x, w, b)) becomes matmul_bias_gelu (out h and pre),
+ * the backward's matmul + gelu_bwd one matmul_dgelu, and the backward reads
+ * a recomputed h (a gelu of phase recompute), so only pre is kept. Run after
+ * pass_fuse, before precision and recompute. */
+void pass_fuse_gelu(Graph *g);
+
+/* ---------------------------------------------------------------- fuse_layernorm.c */
+/* x = add(a, b) followed by layernorm(x, w, bias) becomes one add_layernorm
+ * (out x, h, mean, rstd): one pass instead of two, no tensor removed
+ * (recompute clones it as the layernorm of the kept x). Run after the
+ * other fusions, before precision. */
+void pass_fuse_layernorm(Graph *g);
 
 /* ---------------------------------------------------------------- precision.c */
 /* --precision bf16: bf16 activations and activation gradients, fp32 master

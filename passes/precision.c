@@ -38,6 +38,8 @@ void pass_precision(Graph *g)
     for (int o = 0; o < g->nops; o++)
         if (g->ops[o].kind == OP_LAYERNORM)
             keep[g->ops[o].out[1]] = keep[g->ops[o].out[2]] = 1;
+        else if (g->ops[o].kind == OP_ADD_LAYERNORM && !g->ops[o].dead)   /* fuse_layernorm.c: mean, rstd */
+            keep[g->ops[o].out[2]] = keep[g->ops[o].out[3]] = 1;
         else if (g->ops[o].kind == OP_ATTENTION && !g->ops[o].dead)
             keep[g->ops[o].out[1]] = 1;      /* lse */
     /* the bf16 copies of the parameters */

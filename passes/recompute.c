@@ -21,7 +21,8 @@
  *     batched matmuls (attention scores and attention times values), whose
  *     outputs grow with T^2 or are small — Megatron's selective recompute:
  *     the linear layers' outputs stay.
- * Only ops whose outputs the backward (or another clone) reads are cloned.
+ * Only ops whose outputs the backward (or another clone) reads are cloned;
+ * a fused residual add + layernorm as the layernorm of the kept sum.
  * An input of a clone that is not recomputed stays alive until the clone
  * runs (it becomes a checkpoint).
  * Run after autodiff, fuse, precision and split_updates, before schedule.
@@ -109,6 +110,21 @@ static int eligible(const Graph *g, const Op *op, const char *cross)
     return 1;
 }
 
+/* The inputs of op's clone (in, returned: their count). A fused residual
+ * add + layernorm (fuse_layernorm.c) is recomputed as the layernorm alone
+ * of its sum x, which stays: x is the residual stream, the checkpoint of
+ * a layer recomputed in full, and recomputing the add would keep both of
+ * its operands (one from the layer below) alive instead. */
+static int clone_inputs(const Op *op, int *in)
+{
+    if (op->kind == OP_ADD_LAYERNORM) {
+        in[0] = op->out[0], in[1] = op->in[2], in[2] = op->in[3];
+        return 3;
+    }
+    memcpy(in, op->in, (size_t)op->nin * sizeof *in);
+    return op->nin;
+}
+
 void pass_recompute(Graph *g, const RecomputeChoice *choice, int nlayers)
 {
     int nops = g->nops, nt = g->nt;
@@ -142,12 +158,12 @@ void pass_recompute(Graph *g, const RecomputeChoice *choice, int nlayers)
     }
     for (int o = nops - 1; o >= 0; o--) {
         const Op *op = &g->ops[o];
-        int used = 0;
+        int used = 0, in[IR_MAXIO];
         for (int i = 0; pick[o] && i < op->nout; i++)
             used |= need[op->out[i]];
         pick[o] = (char)used;
-        for (int i = 0; used && i < op->nin; i++)
-            need[graph_root(g, op->in[i], NULL)] = 1;
+        for (int i = 0, n = used ? clone_inputs(op, in) : 0; i < n; i++)
+            need[graph_root(g, in[i], NULL)] = 1;
     }
     /* clones: top layer first (the backward's order), forward order inside */
     RC rc = {.g = g};
@@ -157,9 +173,15 @@ void pass_recompute(Graph *g, const RecomputeChoice *choice, int nlayers)
             if (!pick[o] || g->ops[o].layer != l)
                 continue;
             Op op = g->ops[o];        /* a copy: adding ops moves g->ops */
-            int in[IR_MAXIO], out[IR_MAXIO];
+            int in[IR_MAXIO], out[IR_MAXIO], kind = op.kind;
+            op.nin = clone_inputs(&op, in);
+            if (kind == OP_ADD_LAYERNORM) {   /* the layernorm alone, of the kept sum */
+                kind = OP_LAYERNORM;
+                memmove(op.out, op.out + 1, 3 * sizeof op.out[0]);
+                op.nout = 3;
+            }
             for (int i = 0; i < op.nin; i++)
-                in[i] = twin(&rc, op.in[i]);
+                in[i] = twin(&rc, in[i]);
             for (int i = 0; i < op.nout; i++) {
                 Tensor x = g->t[op.out[i]];
                 char *name = xasprintf("%s.re", x.name);
@@ -170,7 +192,7 @@ void pass_recompute(Graph *g, const RecomputeChoice *choice, int nlayers)
                 rc.map[op.out[i]] = out[i];
             }
             char *name = xasprintf("re.%s", op.name);
-            int id = graph_add_op(g, op.kind, name, in, op.nin, out, op.nout, op.loc);
+            int id = graph_add_op(g, kind, name, in, op.nin, out, op.nout, op.loc);
             free(name);
             Op *c = &g->ops[id];
             memcpy(c->attr, op.attr, sizeof c->attr);

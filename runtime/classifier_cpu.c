@@ -3,7 +3,8 @@
  *
  * The B*T rows go through in chunks of R rows: logits of the chunk (one
  * matmul into the chunk buffer), each row's loss, the row's gradient in
- * place (dloss = 1, so the scale is 1/N), then the chunk's share of dx and of
+ * place (scale seed/N: dloss is the seed, 1 or 1/K with K micro-batches),
+ * then the chunk's share of dx and of
  * dw. The full N x Vp logits never exist. Row losses and gradients use the
  * same row functions as gc_crossentropy_fwd/bwd (kernels_cpu.c), and the loss
  * is summed over rows in row order in double: the same bits as the unfused
@@ -15,7 +16,8 @@
 #include "gc_runtime_internal.h"
 
 void gc_classifier(gc_real *loss, gc_real *dx, gc_real *dw, gc_real *chunk, gc_real *rowloss, const gc_real *x,
-                   const gc_real *w, const int32_t *targets, long N, long C, long Vp, long V, long R, int acc)
+                   const gc_real *w, const int32_t *targets, long N, long C, long Vp, long V, long R, float seed,
+                   int acc)
 {
     for (long i = 0; i < N; i++)
         if (targets[i] < 0 || targets[i] >= V) {
@@ -27,7 +29,7 @@ void gc_classifier(gc_real *loss, gc_real *dx, gc_real *dw, gc_real *chunk, gc_r
         loss[0] = 0;
         return;
     }
-    gc_real scale = (gc_real)1 / (gc_real)N;
+    gc_real scale = (gc_real)seed / (gc_real)N;   /* d loss / d logit row: the seed over the mean's N */
     double *rl = (double *)(void *)rowloss;   /* N doubles (the buffer holds 2N floats) */
     for (long r0 = 0; r0 < N; r0 += R) {
         long n = N - r0 < R ? N - r0 : R;

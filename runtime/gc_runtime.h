@@ -44,6 +44,20 @@ void gc_matmul(gc_real *c, const gc_real *a, const gc_real *b, long batch,
 void gc_matmul_bias(gc_real *c, const gc_real *a, const gc_real *b, const gc_real *bias, long batch,
                     long M, long N, long K, int ta, int tb, int acc);
 
+/* pre = gc_matmul_bias(a, b, bias), h = gelu(pre) (llm.c's tanh GELU, the
+ * arithmetic of the elementwise gelu op): the MLP's gelu(matmul + bias) as
+ * one op (cuBLASLt's GELU_AUX_BIAS epilogue); pre is kept for the backward.
+ * Both outputs are overwritten (the fusion pass fuses no accumulation). */
+void gc_matmul_bias_gelu(gc_real *h, gc_real *pre, const gc_real *a, const gc_real *b, const gc_real *bias,
+                         long batch, long M, long N, long K, int ta, int tb);
+
+/* dpre = gelu'(pre) * (op(a) @ op(b)): the matmul giving the gradient of
+ * gelu's output fused with the GELU derivative (cuBLASLt's DGELU epilogue),
+ * and h = gelu(pre) recomputed for the backward (so the forward's h need
+ * not be kept). */
+void gc_matmul_dgelu(gc_real *dpre, gc_real *h, const gc_real *a, const gc_real *b, const gc_real *pre, long batch,
+                     long M, long N, long K, int ta, int tb);
+
 /* out[c] (+)= sum_r in[r*cols + c]: the gradient of a broadcast add. */
 void gc_reduce_rows(gc_real *out, const gc_real *in, long rows, long cols, int acc);
 
@@ -61,6 +75,11 @@ void gc_embedding_bwd(gc_real *dtable, const gc_real *dout, const int32_t *idx,
 void gc_layernorm_fwd(gc_real *out, gc_real *mean, gc_real *rstd,
                       const gc_real *x, const gc_real *w, const gc_real *b,
                       long N, long C, float eps);
+/* x = ra + rb (the residual add), then gc_layernorm_fwd(out, mean, rstd, x,
+ * w, b): both in one pass over the rows (fuse_layernorm.c). x may be ra or
+ * rb (in place). */
+void gc_add_layernorm_fwd(gc_real *x, gc_real *out, gc_real *mean, gc_real *rstd, const gc_real *ra,
+                          const gc_real *rb, const gc_real *w, const gc_real *b, long N, long C, float eps);
 /* Outputs dx (bit 0), dw (bit 1), db (bit 2); any of the three may be NULL
  * (not needed). dw/db sums run in a fixed order (deterministic). */
 void gc_layernorm_bwd(gc_real *dx, gc_real *dw, gc_real *db, const gc_real *dout,
@@ -174,12 +193,13 @@ void gc_attention_bwd(gc_real *dx, const gc_real *dy, const gc_real *x, const gc
 /* The classifier matmul fused with cross-entropy (passes/fuse_classifier.c),
  * CPU target only so far: for the N rows of x (N x C) in chunks of R rows,
  * chunk = x_chunk w^T (R x Vp, w is Vp x C), the rows' losses, the gradient
- * of the mean loss (dloss = 1) in place, then dx_chunk (+)= chunk w (acc bit
+ * of seed x the mean loss (seed = d loss: 1, or 1/K with K micro-batches) in place, then dx_chunk (+)= chunk w (acc bit
  * 1) and dw (+)= chunk^T x_chunk (acc bit 2). loss[0] = mean over rows of
  * logsumexp(logits[r, 0:V]) - logits[r, t_r], as gc_crossentropy_fwd.
  * rowloss holds N doubles (2N floats). */
 void gc_classifier(gc_real *loss, gc_real *dx, gc_real *dw, gc_real *chunk, gc_real *rowloss, const gc_real *x,
-                   const gc_real *w, const int32_t *targets, long N, long C, long Vp, long V, long R, int acc);
+                   const gc_real *w, const int32_t *targets, long N, long C, long Vp, long V, long R, float seed,
+                   int acc);
 
 /* ---------------------------------------------------------------- device_cpu.c / device_cuda.cu */
 /* The target's memory, seen by train_main.c. On the CPU these are malloc and

@@ -256,6 +256,93 @@ void gc_matmul_bias(gc_real *c, const gc_real *a, const gc_real *b, const gc_rea
             c[r * N + j] += bias[j];
 }
 
+/* ------------------------------------------------------------------ bias + GELU */
+
+/* GELU and its derivative, the same arithmetic as the elementwise ops'
+ * gc_gelu / gc_gelu_grad (codegen/expr.c, ew_preamble: llm.c's tanh
+ * approximation, tanh by the Cephes expf polynomial), so a fused program
+ * computes the bits an unfused one does. Keep the two texts in step
+ * (train.fusions compares the losses). */
+#define GELU_K 0.7978845608028654f /* sqrt(2/pi) */
+static inline float gelu_tanh(float x)
+{
+    uint32_t xb, sign, tb, sb;
+    memcpy(&xb, &x, 4);
+    sign = xb & 0x80000000u;
+    xb &= 0x7fffffffu;
+    xb = xb < 0x41100000u ? xb : 0x41100000u;
+    float a;
+    memcpy(&a, &xb, 4);
+    float r0 = -2.0f * a;
+    float t = r0 * 1.44269504088896341f + 12582912.0f;
+    float n = t - 12582912.0f;
+    float r = r0 - n * 0.693359375f;
+    r = r - n * -2.12194440e-4f;
+    float z = r * r, y = 1.9875691500e-4f;
+    y = y * r + 1.3981999507e-3f;
+    y = y * r + 8.3334519073e-3f;
+    y = y * r + 4.1665795894e-2f;
+    y = y * r + 1.6666665459e-1f;
+    y = y * r + 5.0000001201e-1f;
+    y = y * z + r + 1.0f;
+    memcpy(&tb, &t, 4);
+    sb = (tb - 0x4B400000u + 127u) << 23;
+    float scale, e;
+    memcpy(&scale, &sb, 4);
+    e = y * scale;
+    float th = (1.0f - e) / (1.0f + e);
+    memcpy(&tb, &th, 4);
+    tb |= sign;
+    memcpy(&th, &tb, 4);
+    return th;
+}
+
+static inline float gelu_f(float x)
+{
+    float cube = 0.044715f * x * x * x;
+    return 0.5f * x * (1.0f + gelu_tanh(GELU_K * (x + cube)));
+}
+
+/* gelu(x) and gelu'(x) from one tanh: the same expressions (hence bits) as
+ * gc_gelu and gc_gelu_grad */
+static inline void gelu_both(float x, float *g, float *dg)
+{
+    float cube = 0.044715f * x * x * x;
+    float th = gelu_tanh(GELU_K * (x + cube));
+    *g = 0.5f * x * (1.0f + th);
+    float sech2 = 1.0f - th * th;
+    *dg = 0.5f * (1.0f + th) + x * 0.5f * sech2 * GELU_K * (1.0f + 3.0f * 0.044715f * x * x);
+}
+
+/* pre = op(a) @ op(b) + bias, h = gelu(pre): gc_matmul_bias into pre, then
+ * one pass writing h (the epilogue of cuBLASLt's GELU_AUX_BIAS). */
+void gc_matmul_bias_gelu(gc_real *h, gc_real *pre, const gc_real *a, const gc_real *b, const gc_real *bias,
+                         long batch, long M, long N, long K, int ta, int tb)
+{
+    gc_matmul_bias(pre, a, b, bias, batch, M, N, K, ta, tb, 0);
+    long n = batch * M * N;
+    #pragma omp parallel for schedule(static) if (n >= PAR_MIN_WORK)
+    for (long i = 0; i < n; i++)
+        h[i] = (gc_real)gelu_f((float)pre[i]);
+}
+
+/* dpre = gelu'(pre) * (op(a) @ op(b)): the product into dpre, then scaled in
+ * place (cuBLASLt's DGELU epilogue); h = gelu(pre) recomputed in the same
+ * pass. */
+void gc_matmul_dgelu(gc_real *dpre, gc_real *h, const gc_real *a, const gc_real *b, const gc_real *pre, long batch,
+                     long M, long N, long K, int ta, int tb)
+{
+    gc_matmul(dpre, a, b, batch, M, N, K, ta, tb, 0);
+    long n = batch * M * N;
+    #pragma omp parallel for schedule(static) if (n >= PAR_MIN_WORK)
+    for (long i = 0; i < n; i++) {
+        float gv, dg;
+        gelu_both((float)pre[i], &gv, &dg);
+        h[i] = (gc_real)gv;
+        dpre[i] = (gc_real)(dg * (float)dpre[i]);
+    }
+}
+
 /* ------------------------------------------------------------------ reduce_rows */
 
 /* out[c] (+)= sum_r in[r, c]; in is (rows, cols). Column blocks in parallel,
@@ -334,30 +421,48 @@ void gc_embedding_bwd(gc_real *dtable, const gc_real *dout, const int32_t *idx, 
 /* out (N, C) = (x - mean) * rstd * w + b per row; mean, rstd (N) saved.
  * Biased variance, two passes, double accumulation; rstd = 1/sqrt(var + eps)
  * rounded to gc_real as in llm.c. */
+/* one row of the layernorm forward (statistics in double) */
+static inline void layernorm_row(gc_real *o, gc_real *mean, gc_real *rstd, const gc_real *xr, const gc_real *w,
+                                 const gc_real *b, long C, float eps)
+{
+    double s = 0.0;
+    #pragma omp simd reduction(+ : s)
+    for (long i = 0; i < C; i++)
+        s += xr[i];
+    double md = s / (double)C;
+    double v = 0.0;
+    #pragma omp simd reduction(+ : v)
+    for (long i = 0; i < C; i++) {
+        double d = (double)xr[i] - md;
+        v += d * d;
+    }
+    gc_real m = (gc_real)md;
+    gc_real rs = (gc_real)1 / gc_sqrt((gc_real)(v / (double)C) + (gc_real)eps);
+    for (long i = 0; i < C; i++)
+        o[i] = (xr[i] - m) * rs * w[i] + b[i];
+    *mean = m;
+    *rstd = rs;
+}
+
 void gc_layernorm_fwd(gc_real *out, gc_real *mean, gc_real *rstd, const gc_real *x,
                       const gc_real *w, const gc_real *b, long N, long C, float eps)
 {
     #pragma omp parallel for schedule(static) if (N * C >= PAR_MIN_WORK)
+    for (long r = 0; r < N; r++)
+        layernorm_row(out + r * C, mean + r, rstd + r, x + r * C, w, b, C, eps);
+}
+
+/* x = ra + rb, then layernorm(x) row by row: the residual add and the next
+ * layernorm in one pass over the rows (x stays in cache between the two) */
+void gc_add_layernorm_fwd(gc_real *x, gc_real *out, gc_real *mean, gc_real *rstd, const gc_real *ra,
+                          const gc_real *rb, const gc_real *w, const gc_real *b, long N, long C, float eps)
+{
+    #pragma omp parallel for schedule(static) if (N * C >= PAR_MIN_WORK)
     for (long r = 0; r < N; r++) {
-        const gc_real *xr = x + r * C;
-        double s = 0.0;
-        #pragma omp simd reduction(+ : s)
+        gc_real *xr = x + r * C;
         for (long i = 0; i < C; i++)
-            s += xr[i];
-        double md = s / (double)C;
-        double v = 0.0;
-        #pragma omp simd reduction(+ : v)
-        for (long i = 0; i < C; i++) {
-            double d = (double)xr[i] - md;
-            v += d * d;
-        }
-        gc_real m = (gc_real)md;
-        gc_real rs = (gc_real)1 / gc_sqrt((gc_real)(v / (double)C) + (gc_real)eps);
-        gc_real *o = out + r * C;
-        for (long i = 0; i < C; i++)
-            o[i] = (xr[i] - m) * rs * w[i] + b[i];
-        mean[r] = m;
-        rstd[r] = rs;
+            xr[i] = ra[r * C + i] + rb[r * C + i];
+        layernorm_row(out + r * C, mean + r, rstd + r, xr, w, b, C, eps);
     }
 }
 

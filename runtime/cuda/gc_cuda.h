@@ -224,12 +224,19 @@ void gc_matmul_bias_bf16(gc_bf16 *c, const gc_bf16 *a, const gc_bf16 *b, const g
                          long N, long K, int ta, int tb, int acc);
 void gc_matmul_bf16_f32(float *c, const gc_bf16 *a, const gc_bf16 *b, long batch, long M, long N, long K, int ta,
                         int tb, int acc);
+/* fuse_gelu.c's ops (gc_runtime.h: gc_matmul_bias_gelu, gc_matmul_dgelu) */
+void gc_matmul_bias_gelu_bf16(gc_bf16 *h, gc_bf16 *pre, const gc_bf16 *a, const gc_bf16 *b, const gc_bf16 *bias,
+                              long batch, long M, long N, long K, int ta, int tb);
+void gc_matmul_dgelu_bf16(gc_bf16 *dpre, gc_bf16 *h, const gc_bf16 *a, const gc_bf16 *b, const gc_bf16 *pre,
+                          long batch, long M, long N, long K, int ta, int tb);
 void gc_reduce_rows_bf16(float *out, const gc_bf16 *in, long rows, long cols, int acc);
 void gc_embedding_fwd_bf16(gc_bf16 *out, const int32_t *idx, const gc_bf16 *table, long n, long rows, long C);
 void gc_embedding_bwd_bf16(float *dtable, const gc_bf16 *dout, const int32_t *idx, long n, long rows, long C,
                            int acc);
 void gc_layernorm_fwd_bf16(gc_bf16 *out, float *mean, float *rstd, const gc_bf16 *x, const gc_bf16 *w,
                            const gc_bf16 *b, long N, long C, float eps);
+void gc_add_layernorm_fwd_bf16(gc_bf16 *x, gc_bf16 *out, float *mean, float *rstd, const gc_bf16 *ra,
+                               const gc_bf16 *rb, const gc_bf16 *w, const gc_bf16 *b, long N, long C, float eps);
 void gc_layernorm_bwd_bf16(gc_bf16 *dx, float *dw, float *db, const gc_bf16 *dout, const gc_bf16 *x,
                            const gc_bf16 *w, const float *mean, const float *rstd, long N, long C, int acc);
 void gc_permute_bf16(gc_bf16 *out, const gc_bf16 *in, int rank, const long *shape, const int *perm, int acc);

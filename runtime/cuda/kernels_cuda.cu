@@ -237,6 +237,10 @@ static uint32_t align_of(const void *p)
 typedef struct {
     long batch, M, N, K;
     int ta, tb, tf32, bias;   /* bias: the BIAS epilogue (a vector of N added to every row) */
+    int gelu;                 /* 1: GELU_AUX_BIAS (aux = pre), 2: DGELU (aux = pre); fuse_gelu.c */
+    int unsupported;          /* gelu: the heuristic found no algorithm (callers fall back) */
+    uint32_t aux_align;       /* of aux (0: none) */
+    const void *aux_ptr;      /* the aux the heuristic saw (not part of the key) */
     cudaDataType_t tab, tc;   /* element types of a and b, of c */
     uint32_t align[4];        /* of a, b, c, bias (0: no bias) */
     const void *bias_ptr;     /* the bias the heuristic saw (not part of the key) */
@@ -306,8 +310,16 @@ static void plan_build(MatmulPlan *p)
     int32_t opa = p->tb ? CUBLAS_OP_T : CUBLAS_OP_N, opb = p->ta ? CUBLAS_OP_T : CUBLAS_OP_N;
     GC_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_TRANSA, &opa, sizeof opa));
     GC_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_TRANSB, &opb, sizeof opb));
+    if (p->gelu) {   /* the aux matrix (pre) has D's layout: N x M, ld N */
+        int32_t epi = p->gelu == 1 ? CUBLASLT_EPILOGUE_GELU_AUX_BIAS : CUBLASLT_EPILOGUE_DGELU;
+        int64_t ld = p->N;
+        GC_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi, sizeof epi));
+        GC_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER,
+                                                       &p->aux_ptr, sizeof p->aux_ptr));
+        GC_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD, &ld, sizeof ld));
+    }
     if (p->bias) {   /* before the heuristic, which infers the bias alignment from the pointer */
-        int32_t epi = CUBLASLT_EPILOGUE_BIAS;
+        int32_t epi = p->gelu ? CUBLASLT_EPILOGUE_GELU_AUX_BIAS : CUBLASLT_EPILOGUE_BIAS;
         GC_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi, sizeof epi));
         GC_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &p->bias_ptr,
                                                        sizeof p->bias_ptr));
@@ -334,6 +346,10 @@ static void plan_build(MatmulPlan *p)
     cublasStatus_t s =
         cublasLtMatmulAlgoGetHeuristic(gc_cublaslt, p->desc, p->la, p->lb, p->lc, p->lc, pref, 1, &res, &nres);
     GC_CUBLAS_CHECK(cublasLtMatmulPreferenceDestroy(pref));
+    if (p->gelu && (s == CUBLAS_STATUS_NOT_SUPPORTED || (s == CUBLAS_STATUS_SUCCESS && nres < 1))) {
+        p->unsupported = 1;   /* the caller runs the plain matmul and a GELU kernel */
+        return;
+    }
     if (s == CUBLAS_STATUS_NOT_SUPPORTED || (s == CUBLAS_STATUS_SUCCESS && nres < 1))
         no_algorithm(p, s);
     GC_CUBLAS_CHECK(s);
@@ -345,7 +361,8 @@ static MatmulPlan *plan_get(const MatmulPlan *key)
     for (int i = 0; i < mm_count; i++) {
         MatmulPlan *p = &mm_cache[i];
         if (p->batch == key->batch && p->M == key->M && p->N == key->N && p->K == key->K && p->ta == key->ta &&
-            p->tb == key->tb && p->tf32 == key->tf32 && p->bias == key->bias && p->tab == key->tab &&
+            p->tb == key->tb && p->tf32 == key->tf32 && p->bias == key->bias && p->gelu == key->gelu && p->aux_align == key->aux_align &&
+            p->tab == key->tab &&
             p->tc == key->tc && p->ws == key->ws &&
             p->align[0] == key->align[0] &&
             p->align[1] == key->align[1] && p->align[2] == key->align[2] && p->align[3] == key->align[3])
@@ -379,12 +396,13 @@ template <class T> __global__ void add_bias_kernel(T *c, const T *bias, long n, 
  * A bias under 16-byte aligned, which cuBLASLt's bias epilogue may not take
  * (its heuristic can pick a kernel that assumes 16), is added by a kernel
  * after the matmul. */
-static void matmul(void *c, cudaDataType_t tc, const void *a, const void *b, cudaDataType_t tab, long batch, long M,
-                   long N, long K, int ta, int tb, int acc, const void *bias = NULL)
+static int matmul(void *c, cudaDataType_t tc, const void *a, const void *b, cudaDataType_t tab, long batch, long M,
+                  long N, long K, int ta, int tb, int acc, const void *bias = NULL, int gelu = 0,
+                  const void *aux = NULL)
 {
     if (batch <= 0 || M <= 0 || N <= 0)
-        return;
-    if (bias && align_of(bias) < 16) {
+        return 1;
+    if (bias && !gelu && align_of(bias) < 16) {
         matmul(c, tc, a, b, tab, batch, M, N, K, ta, tb, acc);
         long n = batch * M * N;
         if (tc == CUDA_R_32F)
@@ -392,8 +410,10 @@ static void matmul(void *c, cudaDataType_t tc, const void *a, const void *b, cud
         else
             GC_LAUNCH(add_bias_kernel<gc_bf16>, grid_for(n, 256), 256, 0, (gc_bf16 *)c, (const gc_bf16 *)bias, n,
                       N);
-        return;
+        return 1;
     }
+    if (K <= 0 && gelu)   /* an empty product: the callers' plain path */
+        return 0;
     if (K <= 0) {
         if (!(acc & 1)) {
             if (tc == CUDA_R_32F)
@@ -401,7 +421,7 @@ static void matmul(void *c, cudaDataType_t tc, const void *a, const void *b, cud
             else
                 fill((gc_bf16 *)c, batch * M * N, 0.0f);
         }
-        return;
+        return 1;
     }
     if (!gc_cublaslt)
         GC_CUBLAS_CHECK(cublasLtCreate(&gc_cublaslt));
@@ -423,12 +443,21 @@ static void matmul(void *c, cudaDataType_t tc, const void *a, const void *b, cud
     key.bias = bias != NULL;
     key.align[3] = bias ? align_of(bias) : 0;
     key.bias_ptr = bias;
+    key.gelu = gelu;
+    key.aux_align = aux ? align_of(aux) : 0;
+    key.aux_ptr = aux;
     MatmulPlan *p = plan_get(&key);
+    if (p->unsupported)
+        return 0;
+    if (aux)
+        GC_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, &aux,
+                                                       sizeof aux));
     if (bias)   /* the pointer changes from call to call; the cached plan does not */
         GC_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof bias));
     const float alpha = 1.0f, beta = (acc & 1) ? 1.0f : 0.0f;
     GC_CUBLAS_CHECK(cublasLtMatmul(gc_cublaslt, p->desc, &alpha, b, p->la, a, p->lb, &beta, c, p->lc, c, p->lc,
                                    &p->algo, gc_ws, gc_ws_bytes, gc_stream));
+    return 1;
 }
 
 void gc_matmul(gc_real *c, const gc_real *a, const gc_real *b, long batch, long M, long N, long K, int ta, int tb,
@@ -459,6 +488,102 @@ void gc_matmul_bf16_f32(float *c, const gc_bf16 *a, const gc_bf16 *b, long batch
                         int tb, int acc)
 {
     matmul(c, CUDA_R_32F, a, b, CUDA_R_16BF, batch, M, N, K, ta, tb, acc);
+}
+
+/* ---------------------------------------------------------------- bias + GELU (fuse_gelu.c) */
+/* llm.c's tanh GELU and its derivative (the elementwise ops' formulas,
+ * codegen/expr.c) */
+__device__ __forceinline__ float gelu_f(float x)
+{
+    float cube = 0.044715f * x * x * x;
+    return 0.5f * x * (1.0f + tanhf(0.7978845608028654f * (x + cube)));
+}
+__device__ __forceinline__ float gelu_grad_f(float x)
+{
+    float cube = 0.044715f * x * x * x;
+    float th = tanhf(0.7978845608028654f * (x + cube));
+    return 0.5f * (1.0f + th) + x * 0.5f * (1.0f - th * th) * 0.7978845608028654f * (1.0f + 3.0f * 0.044715f * x * x);
+}
+/* h = gelu(pre) */
+template <class T> __global__ void gelu_kernel(T *h, const T *pre, long n)
+{
+    long e = (long)blockIdx.x * blockDim.x + threadIdx.x;
+    if (e < n)
+        store(h + e, gelu_f(to_f(pre[e])));
+}
+/* d *= gelu'(pre), h = gelu(pre) */
+template <class T> __global__ void dgelu_kernel(T *d, T *h, const T *pre, long n)
+{
+    long e = (long)blockIdx.x * blockDim.x + threadIdx.x;
+    if (e < n) {
+        float p = to_f(pre[e]);
+        store(d + e, gelu_grad_f(p) * to_f(d[e]));
+        store(h + e, gelu_f(p));
+    }
+}
+
+/* cuBLASLt's GELU epilogues (aux = pre, ld N) want bias and aux 16-byte
+ * aligned and N a multiple of 8 (ir/ops.c op_launches counts the same);
+ * otherwise, or when the heuristic has no algorithm, the plain matmul and
+ * one elementwise kernel. */
+static int gelu_epilogue_ok(const void *bias, const void *aux, long batch, long N)
+{
+    return batch == 1 && N % 8 == 0 && align_of(aux) >= 16 && (!bias || align_of(bias) >= 16);
+}
+
+template <class T>
+static void matmul_bias_gelu(T *h, T *pre, const T *a, const T *b, const T *bias, cudaDataType_t t, long batch,
+                             long M, long N, long K, int ta, int tb)
+{
+    if (batch <= 0 || M <= 0 || N <= 0)
+        return;
+    if (gelu_epilogue_ok(bias, pre, batch, N) && matmul(h, t, a, b, t, batch, M, N, K, ta, tb, 0, bias, 1, pre))
+        return;
+    matmul(pre, t, a, b, t, batch, M, N, K, ta, tb, 0, bias);
+    long n = batch * M * N;
+    GC_LAUNCH(gelu_kernel<T>, grid_for(n, 256), 256, 0, h, (const T *)pre, n);
+}
+
+/* dpre = gelu'(pre) * (a b) and h = gelu(pre) (recomputed for the
+ * backward): the DGELU epilogue and a GELU kernel, else the plain matmul and
+ * one kernel for both; two launches either way */
+template <class T>
+static void matmul_dgelu(T *dpre, T *h, const T *a, const T *b, const T *pre, cudaDataType_t t, long batch, long M,
+                         long N, long K, int ta, int tb)
+{
+    if (batch <= 0 || M <= 0 || N <= 0)
+        return;
+    long n = batch * M * N;
+    if (gelu_epilogue_ok(NULL, pre, batch, N) && matmul(dpre, t, a, b, t, batch, M, N, K, ta, tb, 0, NULL, 2, pre)) {
+        GC_LAUNCH(gelu_kernel<T>, grid_for(n, 256), 256, 0, h, pre, n);
+        return;
+    }
+    matmul(dpre, t, a, b, t, batch, M, N, K, ta, tb, 0);
+    GC_LAUNCH(dgelu_kernel<T>, grid_for(n, 256), 256, 0, dpre, h, pre, n);
+}
+
+void gc_matmul_bias_gelu(gc_real *h, gc_real *pre, const gc_real *a, const gc_real *b, const gc_real *bias,
+                         long batch, long M, long N, long K, int ta, int tb)
+{
+    matmul_bias_gelu<float>(h, pre, a, b, bias, CUDA_R_32F, batch, M, N, K, ta, tb);
+}
+
+void gc_matmul_bias_gelu_bf16(gc_bf16 *h, gc_bf16 *pre, const gc_bf16 *a, const gc_bf16 *b, const gc_bf16 *bias,
+                              long batch, long M, long N, long K, int ta, int tb)
+{
+    matmul_bias_gelu<gc_bf16>(h, pre, a, b, bias, CUDA_R_16BF, batch, M, N, K, ta, tb);
+}
+
+void gc_matmul_dgelu(gc_real *dpre, gc_real *h, const gc_real *a, const gc_real *b, const gc_real *pre, long batch,
+                     long M, long N, long K, int ta, int tb)
+{
+    matmul_dgelu<float>(dpre, h, a, b, pre, CUDA_R_32F, batch, M, N, K, ta, tb);
+}
+
+void gc_matmul_dgelu_bf16(gc_bf16 *dpre, gc_bf16 *h, const gc_bf16 *a, const gc_bf16 *b, const gc_bf16 *pre,
+                          long batch, long M, long N, long K, int ta, int tb)
+{
+    matmul_dgelu<gc_bf16>(dpre, h, a, b, pre, CUDA_R_16BF, batch, M, N, K, ta, tb);
 }
 
 /* ---------------------------------------------------------------- column sums */
@@ -900,10 +1025,12 @@ void gc_embedding_bwd_bf16(float *dtable, const gc_bf16 *dout, const int32_t *id
 
 enum { ROW_WARPS = 8 };   /* rows (warps) per block of the warp-per-row kernels */
 
-/* out (N, C) = (x - mean) * rstd * w + b; mean, rstd (N); one warp per row */
+/* out (N, C) = (x - mean) * rstd * w + b; mean, rstd (N); one warp per row.
+ * With ra (fuse_layernorm.c): first xs = ra + rb, and x is xs (each lane
+ * reads back the elements it wrote). */
 template <class T>
 __global__ void layernorm_fwd_kernel(T *out, float *mean, float *rstd, const T *x, const T *w, const T *b,
-                                     long N, long C, float eps)
+                                     long N, long C, float eps, T *xs, const T *ra, const T *rb)
 {
     long row = (long)blockIdx.x * ROW_WARPS + threadIdx.x / 32;
     int lane = threadIdx.x % 32;
@@ -912,7 +1039,23 @@ __global__ void layernorm_fwd_kernel(T *out, float *mean, float *rstd, const T *
     const T *xr = x + row * C;
     T *o = out + row * C;
     const int V = VecN<T>::N;   /* 16-byte vectors over [0, ve), then one by one */
-    long ve = vec_end<T>(C, al16(xr) && al16(o) && al16(w) && al16(b));
+    long ve = vec_end<T>(C, al16(xr) && al16(o) && al16(w) && al16(b) &&
+                                (!ra || (al16(ra + row * C) && al16(rb + row * C) && al16(xs + row * C))));
+    if (ra) {
+        const T *a = ra + row * C, *bb = rb + row * C;
+        T *xw = xs + row * C;
+        for (long c = (long)lane * V; c < ve; c += 32L * V) {
+            VecN<T> av = *(const VecN<T> *)(a + c), bv = *(const VecN<T> *)(bb + c), sv;
+#pragma unroll
+            for (int k = 0; k < V; k++)
+                store(&sv.v[k], to_f(av.v[k]) + to_f(bv.v[k]));
+            *(VecN<T> *)(xw + c) = sv;
+        }
+        for (long c = ve + lane; c < C; c += 32)
+            store(xw + c, to_f(a[c]) + to_f(bb[c]));
+        __syncwarp();
+        xr = xw;
+    }
     float s = 0.0f;
     for (long c = (long)lane * V; c < ve; c += 32L * V) {
         VecN<T> xv = *(const VecN<T> *)(xr + c);
@@ -961,7 +1104,30 @@ static void layernorm_fwd(T *out, float *mean, float *rstd, const T *x, const T 
     if (N <= 0 || C <= 0)
         return;
     GC_LAUNCH(layernorm_fwd_kernel<T>, grid_for(N, ROW_WARPS), ROW_WARPS * 32, 0, out, mean, rstd, x, w, b, N, C,
-              eps);
+              eps, (T *)NULL, (const T *)NULL, (const T *)NULL);
+}
+
+/* x = ra + rb, then the layernorm of x (fuse_layernorm.c) */
+template <class T>
+static void add_layernorm_fwd(T *x, T *out, float *mean, float *rstd, const T *ra, const T *rb, const T *w,
+                              const T *b, long N, long C, float eps)
+{
+    if (N <= 0 || C <= 0)
+        return;
+    GC_LAUNCH(layernorm_fwd_kernel<T>, grid_for(N, ROW_WARPS), ROW_WARPS * 32, 0, out, mean, rstd, (const T *)x, w, b,
+              N, C, eps, x, ra, rb);
+}
+
+void gc_add_layernorm_fwd(gc_real *x, gc_real *out, gc_real *mean, gc_real *rstd, const gc_real *ra,
+                          const gc_real *rb, const gc_real *w, const gc_real *b, long N, long C, float eps)
+{
+    add_layernorm_fwd(x, out, mean, rstd, ra, rb, w, b, N, C, eps);
+}
+
+void gc_add_layernorm_fwd_bf16(gc_bf16 *x, gc_bf16 *out, float *mean, float *rstd, const gc_bf16 *ra,
+                               const gc_bf16 *rb, const gc_bf16 *w, const gc_bf16 *b, long N, long C, float eps)
+{
+    add_layernorm_fwd(x, out, mean, rstd, ra, rb, w, b, N, C, eps);
 }
 
 void gc_layernorm_fwd(gc_real *out, gc_real *mean, gc_real *rstd, const gc_real *x, const gc_real *w,

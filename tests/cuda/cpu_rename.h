@@ -3,10 +3,13 @@
  * kernels become cpu_<name>, the reference the CUDA ones are compared with. */
 #define gc_matmul cpu_matmul
 #define gc_matmul_bias cpu_matmul_bias
+#define gc_matmul_bias_gelu cpu_matmul_bias_gelu
+#define gc_matmul_dgelu cpu_matmul_dgelu
 #define gc_reduce_rows cpu_reduce_rows
 #define gc_embedding_fwd cpu_embedding_fwd
 #define gc_embedding_bwd cpu_embedding_bwd
 #define gc_layernorm_fwd cpu_layernorm_fwd
+#define gc_add_layernorm_fwd cpu_add_layernorm_fwd
 #define gc_layernorm_bwd cpu_layernorm_bwd
 #define gc_permute cpu_permute
 #define gc_softmax_fwd cpu_softmax_fwd

@@ -34,10 +34,13 @@
 extern "C" {
 decltype(gc_matmul) cpu_matmul;
 decltype(gc_matmul_bias) cpu_matmul_bias;
+decltype(gc_matmul_bias_gelu) cpu_matmul_bias_gelu;
+decltype(gc_matmul_dgelu) cpu_matmul_dgelu;
 decltype(gc_reduce_rows) cpu_reduce_rows;
 decltype(gc_embedding_fwd) cpu_embedding_fwd;
 decltype(gc_embedding_bwd) cpu_embedding_bwd;
 decltype(gc_layernorm_fwd) cpu_layernorm_fwd;
+decltype(gc_add_layernorm_fwd) cpu_add_layernorm_fwd;
 decltype(gc_layernorm_bwd) cpu_layernorm_bwd;
 decltype(gc_permute) cpu_permute;
 decltype(gc_softmax_fwd) cpu_softmax_fwd;
@@ -1328,6 +1331,144 @@ static void att_geom(long *g, long B, long NH, long T, long hs, int heads_out)
 /* fp32 and bf16 storage against the CPU kernels (bf16: the CPU runs on the
  * bf16-rounded inputs; tolerance of one bf16 rounding of the outputs plus
  * the rounding of intermediate y) */
+/* ---------------------------------------------------------------- bias + GELU */
+/* fuse_gelu.c's ops against the CPU kernels, fp32 and bf16: the cuBLASLt
+ * GELU_AUX_BIAS / DGELU epilogues (N a multiple of 8, aligned bias and pre),
+ * and the two-kernel path (N = 13, or pre 4-byte aligned). Under the
+ * emulator the forward's epilogue path must be one cuBLASLt call and no
+ * kernel; the backward is one call and one kernel (the recomputed GELU). */
+static void test_gelu()
+{
+    struct { long M, N, K; int ta, tb; } shapes[] = {{5, 8, 3, 0, 1}, {33, 48, 65, 0, 0}, {17, 13, 9, 0, 1},
+                                                      {64, 96, 32, 1, 0}};
+    char name[160];
+    for (auto s : shapes)
+        for (int pad = 0; pad < 2; pad++)
+            for (int bf = 0; bf < 2; bf++) {
+                long n = s.M * s.N;
+                Vec a = rand_bf(s.M * s.K, -2, 2), b = rand_bf(s.K * s.N, -2, 2), bias = rand_bf(s.N);
+                Vec hw(n), pw(n), dy = rand_bf(s.M * s.K), dw(n), hre(n);
+                cpu_matmul_bias_gelu(hw.data(), pw.data(), a.data(), b.data(), bias.data(), 1, s.M, s.N, s.K, s.ta,
+                                     s.tb);
+                Vec pre = bf ? round_bf(pw) : pw;
+                /* backward shape: dpre (M x N) = dy (M x K) @ op(w), w stored as b */
+                cpu_matmul_dgelu(dw.data(), hre.data(), dy.data(), b.data(), pre.data(), 1, s.M, s.N, s.K, 0, s.tb);
+                int epi = s.N % 8 == 0 && !pad;
+                float tol = bf ? BF16_TOL : 1e-5f;
+                NAME("matmul_bias_gelu%s M%ld N%ld K%ld ta%d tb%d pad%d", bf ? "_bf16" : "", s.M, s.N, s.K, s.ta,
+                     s.tb, pad);
+                long l0 = 0, m0 = 0;
+                Vec got = run_gpu(name, [&] {
+                    Dev d;
+#ifdef GCEMU
+                    l0 = gcemu_launch_count(), m0 = gcemu_lt_matmuls;
+#endif
+                    Vec out(2 * n);
+                    if (bf) {
+                        gc_bf16 *h = d.up(to_bf(nan_vec(n))), *p = d.up(to_bf(nan_vec(n)), pad);
+                        gc_matmul_bias_gelu_bf16(h, p, d.up(to_bf(a)), d.up(to_bf(b)), d.up(to_bf(bias)), 1, s.M, s.N,
+                                                 s.K, s.ta, s.tb);
+                        Vec hh = down_bf(h, n), pp = down_bf(p, n);
+                        std::copy(hh.begin(), hh.end(), out.begin());
+                        std::copy(pp.begin(), pp.end(), out.begin() + n);
+                    } else {
+                        float *h = d.up(nan_vec(n)), *p = d.up(nan_vec(n), pad);
+                        gc_matmul_bias_gelu(h, p, d.up(a), d.up(b), d.up(bias), 1, s.M, s.N, s.K, s.ta, s.tb);
+                        Vec hh = down(h, n), pp = down(p, n);
+                        std::copy(hh.begin(), hh.end(), out.begin());
+                        std::copy(pp.begin(), pp.end(), out.begin() + n);
+                    }
+#ifdef GCEMU
+                    l0 = gcemu_launch_count() - l0, m0 = gcemu_lt_matmuls - m0;
+#endif
+                    return out;
+                });
+                Vec want(2 * n);
+                std::copy(hw.begin(), hw.end(), want.begin());
+                std::copy(pw.begin(), pw.end(), want.begin() + n);
+                close(name, got, bf ? round_bf(want) : want, tol);
+#ifdef GCEMU
+                checks++;
+                if (m0 != 1 || l0 != (epi ? 0 : 1)) {
+                    printf("FAIL %s: %ld cuBLASLt calls and %ld kernels, want 1 and %d\n", name, m0, l0, epi ? 0 : 1);
+                    failures++;
+                }
+#endif
+                NAME("matmul_dgelu%s M%ld N%ld K%ld tb%d pad%d", bf ? "_bf16" : "", s.M, s.N, s.K, s.tb, pad);
+                got = run_gpu(name, [&] {
+                    Dev d;
+#ifdef GCEMU
+                    l0 = gcemu_launch_count(), m0 = gcemu_lt_matmuls;
+#endif
+                    Vec out;
+                    if (bf) {
+                        gc_bf16 *o = d.up(to_bf(nan_vec(n))), *hr = d.up(to_bf(nan_vec(n)));
+                        gc_matmul_dgelu_bf16(o, hr, d.up(to_bf(dy)), d.up(to_bf(b)), d.up(to_bf(pre), pad), 1, s.M,
+                                             s.N, s.K, 0, s.tb);
+                        out = cat({down_bf(o, n), down_bf(hr, n)});
+                    } else {
+                        float *o = d.up(nan_vec(n)), *hr = d.up(nan_vec(n));
+                        gc_matmul_dgelu(o, hr, d.up(dy), d.up(b), d.up(pre, pad), 1, s.M, s.N, s.K, 0, s.tb);
+                        out = cat({down(o, n), down(hr, n)});
+                    }
+#ifdef GCEMU
+                    l0 = gcemu_launch_count() - l0, m0 = gcemu_lt_matmuls - m0;
+#endif
+                    return out;
+                });
+                close(name, got, bf ? round_bf(cat({dw, hre})) : cat({dw, hre}), bf ? 2 * BF16_TOL : 1e-5f);
+#ifdef GCEMU
+                checks++;
+                if (m0 != 1 || l0 != 1) {   /* DGELU + GELU kernel, or matmul + one kernel */
+                    printf("FAIL %s: %ld cuBLASLt calls and %ld kernels, want 1 and 1\n", name, m0, l0);
+                    failures++;
+                }
+#endif
+            }
+}
+
+/* ---------------------------------------------------------------- residual + layernorm */
+/* fuse_layernorm.c's op against the CPU kernel, fp32 and bf16: the vector
+ * path (C a multiple of the vector, aligned rows), the scalar path (odd C,
+ * or ra 4 bytes off), and x in place over ra. */
+static void test_add_layernorm()
+{
+    struct { long N, C; } shapes[] = {{1, 1}, {9, 31}, {20, 64}, {7, 256}};
+    char name[160];
+    for (auto s : shapes)
+        for (int pad = 0; pad < 2; pad++)
+            for (int inplace = 0; inplace < 2; inplace++)
+                for (int bf = 0; bf < 2; bf++) {
+                    long N = s.N, C = s.C, n = N * C;
+                    Vec ra = rand_bf(n, -2, 3), rb = rand_bf(n, -2, 2), w = rand_bf(C), b = rand_bf(C);
+                    Vec x(n), out(n), mean(N), rstd(N);
+                    cpu_add_layernorm_fwd(x.data(), out.data(), mean.data(), rstd.data(), ra.data(), rb.data(),
+                                          w.data(), b.data(), N, C, 1e-5f);
+                    if (bf) {   /* the GPU rounds x to bf16 before normalising it */
+                        x = round_bf(x);
+                        cpu_layernorm_fwd(out.data(), mean.data(), rstd.data(), x.data(), w.data(), b.data(), N, C,
+                                          1e-5f);
+                    }
+                    NAME("add_layernorm_fwd%s %ldx%ld pad%d inplace%d", bf ? "_bf16" : "", N, C, pad, inplace);
+                    Vec got = run_gpu(name, [&] {
+                        Dev d;
+                        float *m = d.up(nan_vec(N)), *r = d.up(nan_vec(N));
+                        if (bf) {
+                            gc_bf16 *a = d.up(to_bf(ra), pad), *xx = inplace ? a : d.up(to_bf(nan_vec(n)));
+                            gc_bf16 *o = d.up(to_bf(nan_vec(n)));
+                            gc_add_layernorm_fwd_bf16(xx, o, m, r, a, d.up(to_bf(rb)), d.up(to_bf(w)), d.up(to_bf(b)), N,
+                                                      C, 1e-5f);
+                            return cat({down_bf(xx, n), down_bf(o, n), down(m, N), down(r, N)});
+                        }
+                        float *a = d.up(ra, pad), *xx = inplace ? a : d.up(nan_vec(n)), *o = d.up(nan_vec(n));
+                        gc_add_layernorm_fwd(xx, o, m, r, a, d.up(rb), d.up(w), d.up(b), N, C, 1e-5f);
+                        return cat({down(xx, n), down(o, n), down(m, N), down(r, N)});
+                    });
+                    Vec want = cat({bf ? x : x, bf ? round_bf(out) : out, mean, rstd});
+                    close(name, got, want, bf ? BF16_TOL : 1e-5f);
+                }
+}
+
 static void test_attention()
 {
     struct { long B, NH, T, hs; int heads_out; } shapes[] = {
@@ -1480,6 +1621,7 @@ int main(int argc, char **argv)
         {"misc", test_misc},             {"bf16", test_bf16},
         {"errors", test_errors},         {"attention", test_attention},
         {"vectors", test_vectors},
+        {"gelu", test_gelu},             {"add_layernorm", test_add_layernorm},
     };
     for (auto &g : groups) {
         if (!strstr(g.name, filter))

@@ -586,7 +586,7 @@ static double cls_loss(void *p)
 {
     ClsCtx *c = p;
     double *dx = kt_alloc((size_t)(c->N * c->C) * sizeof(double)), *dw = kt_alloc((size_t)(c->Vp * c->C) * sizeof(double));
-    gc_classifier(&c->loss, dx, dw, c->chunk, c->rowloss, c->x, c->w, c->t, c->N, c->C, c->Vp, c->V, c->R, 0);
+    gc_classifier(&c->loss, dx, dw, c->chunk, c->rowloss, c->x, c->w, c->t, c->N, c->C, c->Vp, c->V, c->R, 1.0f, 0);
     free(dx), free(dw);
     return c->loss;
 }
@@ -594,14 +594,14 @@ static double cls_loss(void *p)
 static void cls_dx(void *p, double *dx, int acc)
 {
     ClsCtx *c = p;
-    gc_classifier(&c->loss, dx, c->dw, c->chunk, c->rowloss, c->x, c->w, c->t, c->N, c->C, c->Vp, c->V, c->R,
+    gc_classifier(&c->loss, dx, c->dw, c->chunk, c->rowloss, c->x, c->w, c->t, c->N, c->C, c->Vp, c->V, c->R, 1.0f,
                   acc << 1);
 }
 
 static void cls_dw(void *p, double *dw, int acc)
 {
     ClsCtx *c = p;
-    gc_classifier(&c->loss, c->dx, dw, c->chunk, c->rowloss, c->x, c->w, c->t, c->N, c->C, c->Vp, c->V, c->R,
+    gc_classifier(&c->loss, c->dx, dw, c->chunk, c->rowloss, c->x, c->w, c->t, c->N, c->C, c->Vp, c->V, c->R, 1.0f,
                   acc << 2);
 }
 

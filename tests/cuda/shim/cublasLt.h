@@ -41,6 +41,8 @@ typedef enum {
     CUBLASLT_MATMUL_DESC_TRANSB = 4,
     CUBLASLT_MATMUL_DESC_EPILOGUE = 7,
     CUBLASLT_MATMUL_DESC_BIAS_POINTER = 8,
+    CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER = 11,
+    CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD = 12,
 } cublasLtMatmulDescAttributes_t;
 
 typedef enum {
@@ -57,10 +59,17 @@ typedef enum {
 } cublasLtMatmulPreferenceAttributes_t;
 
 struct gcemu_lt_handle { int dummy; };
-/* the one epilogue the runtime uses: D = alpha op(A) op(B) + beta C + bias (per row of D) */
-typedef enum { CUBLASLT_EPILOGUE_DEFAULT = 1, CUBLASLT_EPILOGUE_BIAS = 4 } cublasLtEpilogue_t;
+/* the epilogues the runtime uses: BIAS: D = alpha op(A) op(B) + beta C + bias (per row of D);
+ * GELU_AUX_BIAS: that X into aux (D's type, ld aux_ld), D = gelu(X); DGELU: D = X * gelu'(aux)
+ * (X without bias). The GELU is the tanh approximation. */
+typedef enum {
+    CUBLASLT_EPILOGUE_DEFAULT = 1,
+    CUBLASLT_EPILOGUE_BIAS = 4,
+    CUBLASLT_EPILOGUE_GELU_AUX_BIAS = 164,
+    CUBLASLT_EPILOGUE_DGELU = 192,
+} cublasLtEpilogue_t;
 struct gcemu_lt_desc { cublasComputeType_t compute; cudaDataType_t scale; int32_t opa, opb; int32_t epilogue;
-                       const void *bias; };
+                       const void *bias; void *aux; int64_t aux_ld; };
 struct gcemu_lt_layout { cudaDataType_t type; uint64_t rows, cols; int64_t ld; int32_t batch; int64_t stride; };
 struct gcemu_lt_pref { uint64_t max_ws; uint32_t align[4]; };
 
@@ -121,7 +130,7 @@ inline cublasStatus_t cublasLtDestroy(cublasLtHandle_t h) { delete h; return CUB
 
 inline cublasStatus_t cublasLtMatmulDescCreate(cublasLtMatmulDesc_t *d, cublasComputeType_t c, cudaDataType_t s)
 {
-    *d = new gcemu_lt_desc{c, s, CUBLAS_OP_N, CUBLAS_OP_N, CUBLASLT_EPILOGUE_DEFAULT, nullptr};
+    *d = new gcemu_lt_desc{c, s, CUBLAS_OP_N, CUBLAS_OP_N, CUBLASLT_EPILOGUE_DEFAULT, nullptr, nullptr, 0};
     return CUBLAS_STATUS_SUCCESS;
 }
 inline cublasStatus_t cublasLtMatmulDescDestroy(cublasLtMatmulDesc_t d) { delete d; return CUBLAS_STATUS_SUCCESS; }
@@ -132,11 +141,18 @@ inline cublasStatus_t cublasLtMatmulDescSetAttribute(cublasLtMatmulDesc_t d, cub
         memcpy(&d->bias, buf, sizeof(void *));
         return CUBLAS_STATUS_SUCCESS;
     }
+    if (a == CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER && n == sizeof(void *)) {
+        memcpy(&d->aux, buf, sizeof(void *));
+        return CUBLAS_STATUS_SUCCESS;
+    }
+    if (a == CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD)   /* int64_t */
+        return n == sizeof(int64_t) ? (memcpy(&d->aux_ld, buf, 8), CUBLAS_STATUS_SUCCESS) : CUBLAS_STATUS_INVALID_VALUE;
     if (n != sizeof(int32_t))
         return CUBLAS_STATUS_INVALID_VALUE;
     if (a == CUBLASLT_MATMUL_DESC_EPILOGUE) {
         memcpy(&d->epilogue, buf, 4);
-        return d->epilogue == CUBLASLT_EPILOGUE_DEFAULT || d->epilogue == CUBLASLT_EPILOGUE_BIAS
+        return d->epilogue == CUBLASLT_EPILOGUE_DEFAULT || d->epilogue == CUBLASLT_EPILOGUE_BIAS ||
+                       d->epilogue == CUBLASLT_EPILOGUE_GELU_AUX_BIAS || d->epilogue == CUBLASLT_EPILOGUE_DGELU
                    ? CUBLAS_STATUS_SUCCESS : CUBLAS_STATUS_NOT_SUPPORTED;
     }
     if (a == CUBLASLT_MATMUL_DESC_TRANSA)
@@ -227,10 +243,17 @@ inline cublasStatus_t cublasLtMatmulAlgoGetHeuristic(cublasLtHandle_t h, cublasL
      * pointer (none set: it assumes 256 bytes) and may choose a kernel that
      * needs 16 (the real library then faults on a less aligned bias; here:
      * no algorithm) */
-    if (gcemu_lt_no_algo || (d->epilogue == CUBLASLT_EPILOGUE_BIAS && gcemu_lt_align(d->bias) < 16))
+    bool has_bias = d->epilogue == CUBLASLT_EPILOGUE_BIAS || d->epilogue == CUBLASLT_EPILOGUE_GELU_AUX_BIAS;
+    bool has_aux = d->epilogue == CUBLASLT_EPILOGUE_GELU_AUX_BIAS || d->epilogue == CUBLASLT_EPILOGUE_DGELU;
+    if (gcemu_lt_no_algo || (has_bias && gcemu_lt_align(d->bias) < 16))
+        return CUBLAS_STATUS_NOT_SUPPORTED;
+    /* aux: set, 16-byte aligned, ld a multiple of 8 covering D's rows, one batch (no aux batch stride) */
+    if (has_aux && (!d->aux || gcemu_lt_align(d->aux) < 16 || d->aux_ld % 8 || d->aux_ld < (int64_t)D->rows ||
+                    D->batch != 1))
         return CUBLAS_STATUS_NOT_SUPPORTED;
     memset(res, 0, sizeof *res);
-    res->algo.data[5] = d->epilogue == CUBLASLT_EPILOGUE_BIAS ? gcemu_lt_align(d->bias) : 0;
+    res->algo.data[5] = has_bias ? gcemu_lt_align(d->bias) : 0;
+    res->algo.data[6] = has_aux ? gcemu_lt_align(d->aux) : 0;
     /* remember the promised alignments in the algo, checked at the call */
     for (int i = 0; i < 4; i++)
         res->algo.data[i] = p->align[i];
@@ -298,7 +321,11 @@ inline cublasStatus_t cublasLtMatmul(cublasLtHandle_t h, cublasLtMatmulDesc_t d,
     if (wsbytes > algo->data[4] || (wsbytes && !ws))
         return CUBLAS_STATUS_INVALID_VALUE;
     /* a bias less aligned than the one the heuristic saw (a misaligned address on a GPU) */
-    if (d->epilogue == CUBLASLT_EPILOGUE_BIAS && (!d->bias || gcemu_lt_align(d->bias) < algo->data[5]))
+    bool has_bias = d->epilogue == CUBLASLT_EPILOGUE_BIAS || d->epilogue == CUBLASLT_EPILOGUE_GELU_AUX_BIAS;
+    bool has_aux = d->epilogue == CUBLASLT_EPILOGUE_GELU_AUX_BIAS || d->epilogue == CUBLASLT_EPILOGUE_DGELU;
+    if (has_bias && (!d->bias || gcemu_lt_align(d->bias) < algo->data[5]))
+        return CUBLAS_STATUS_INVALID_VALUE;
+    if (has_aux && (!d->aux || gcemu_lt_align(d->aux) < algo->data[6]))
         return CUBLAS_STATUS_INVALID_VALUE;
     /* in place (C == D): the same layout */
     if (Cptr == Dptr && (C->type != D->type || C->ld != D->ld || C->rows != D->rows || C->cols != D->cols ||
@@ -327,7 +354,7 @@ inline cublasStatus_t cublasLtMatmul(cublasLtHandle_t h, cublasLtMatmulDesc_t d,
         cblas_sgemm(CblasColMajor, d->opa == CUBLAS_OP_N ? CblasNoTrans : CblasTrans,
                     d->opb == CUBLAS_OP_N ? CblasNoTrans : CblasTrans, (int)m, (int)n, (int)k, a, pa,
                     (int)A->ld, pb, (int)B->ld, b, pd, (int)D->ld);
-        if (d->epilogue == CUBLASLT_EPILOGUE_BIAS) {   /* bias: m elements of D's type */
+        if (has_bias) {   /* bias: m elements of D's type */
             if (!d->bias)
                 return CUBLAS_STATUS_INVALID_VALUE;
             for (uint64_t j = 0; j < n; j++)
@@ -335,6 +362,26 @@ inline cublasStatus_t cublasLtMatmul(cublasLtHandle_t h, cublasLtMatmulDesc_t d,
                     pd[j * D->ld + i] += D->type == CUDA_R_16BF ? __bfloat162float(((const __nv_bfloat16 *)d->bias)[i])
                                                                 : ((const float *)d->bias)[i];
         }
+        if (has_aux)   /* aux (D's type): X stored (GELU_AUX_BIAS) or read (DGELU) */
+            for (uint64_t j = 0; j < n; j++)
+                for (uint64_t i = 0; i < m; i++) {
+                    float &x = pd[j * D->ld + i];
+                    size_t e = j * (size_t)d->aux_ld + i;
+                    bool bf = D->type == CUDA_R_16BF;
+                    if (d->epilogue == CUBLASLT_EPILOGUE_GELU_AUX_BIAS) {
+                        if (bf)
+                            ((__nv_bfloat16 *)d->aux)[e] = __float2bfloat16(x);
+                        else
+                            ((float *)d->aux)[e] = x;
+                        float c = 0.044715f * x * x * x;
+                        x = 0.5f * x * (1.0f + tanhf(0.7978845608028654f * (x + c)));
+                    } else {
+                        float p = bf ? __bfloat162float(((const __nv_bfloat16 *)d->aux)[e]) : ((const float *)d->aux)[e];
+                        float c = 0.044715f * p * p * p, th = tanhf(0.7978845608028654f * (p + c));
+                        x *= 0.5f * (1.0f + th) + p * 0.5f * (1.0f - th * th) * 0.7978845608028654f *
+                                                      (1.0f + 3.0f * 0.044715f * p * p);
+                    }
+                }
     }
     if (D->type == CUDA_R_16BF)   /* only the matrix elements, not the gaps between columns */
         for (int32_t bi = 0; bi < D->batch; bi++)
