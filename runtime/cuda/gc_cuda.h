@@ -258,6 +258,11 @@ void gc_attention_fwd_bf16(gc_bf16 *y, float *lse, const gc_bf16 *x, const long 
 void gc_attention_bwd_bf16(gc_bf16 *dx, const gc_bf16 *dy, const gc_bf16 *x, const gc_bf16 *y, const float *lse,
                            const long *geom, float scale, int acc);
 void gc_cast_f32(float *out, const gc_bf16 *in, long n);
+/* classifier_cuda.cu: the fused classifier (gc_classifier) on bf16 x, w,
+ * chunk and dx; loss, dw and rowloss (N doubles) fp32 storage */
+void gc_classifier_bf16(float *loss, gc_bf16 *dx, float *dw, gc_bf16 *chunk, float *rowloss, const gc_bf16 *x,
+                        const gc_bf16 *w, const int32_t *targets, long N, long C, long Vp, long V, long R, float seed,
+                        int acc);
 
 #ifdef __cplusplus
 }

@@ -54,6 +54,7 @@ decltype(gc_adamw) cpu_adamw;
 decltype(gc_poison) cpu_poison;
 decltype(gc_attention_fwd) cpu_attention_fwd;
 decltype(gc_attention_bwd) cpu_attention_bwd;
+decltype(gc_classifier) cpu_classifier;
 }
 
 typedef std::vector<float> Vec;
@@ -1527,6 +1528,91 @@ static void test_attention()
         }
 }
 
+/* ---------------------------------------------------------------- classifier */
+/* fuse_classifier.c's op against the CPU op (classifier_cpu.c), fp32 and
+ * bf16: rows not a multiple of the chunk (a short last chunk), Vp not a
+ * multiple of the chunk nor of the 16-byte vector (rows not 16-byte aligned:
+ * the scalar path), a Vp with aligned rows (the vector path), one chunk
+ * (N <= R), dx and dw overwritten or accumulated, and seed 1 or 1/2 (two
+ * micro-batches). bf16: the reference is the unfused CPU ops (matmul,
+ * cross-entropy and its backward, the two gradient matmuls) on the
+ * bf16-rounded inputs, with the logits and their gradient rounded to bf16
+ * where the GPU rounds them (as the unfused bf16 ops do). Under the emulator: 3 cuBLASLt calls and 1 kernel per chunk, plus the
+ * loss's kernel (ir/ops.c op_launches). */
+static void test_classifier()
+{
+    struct { long N, C, Vp, V, R; } shapes[] = {
+        {37, 24, 70, 67, 16}, {40, 32, 264, 259, 64}, {9, 8, 13, 10, 4}, {33, 16, 128, 128, 11},
+    };
+    char name[160];
+    gc_cuda_set_tf32(0);
+    for (auto s : shapes)
+        for (int bf = 0; bf < 2; bf++)
+            for (int acc = 0; acc < 7; acc += 6)
+                for (int half = 0; half < 2; half++) {
+                    long N = s.N, C = s.C, Vp = s.Vp, V = s.V, R = s.R, nx = N * C, nw = Vp * C;
+                    float seed = half ? 0.5f : 1.0f;
+                    Vec x = rand_bf(nx, -2, 2), w = rand_bf(nw, -2, 2);
+                    IVec tg = rand_idx(N, (int32_t)V);
+                    Vec dx0 = acc ? rand_bf(nx) : nan_vec(nx), dw0 = acc ? rand_vec(nw) : nan_vec(nw);
+                    Vec loss(1), dx = dx0, dw = dw0, chunk(R * Vp), rl(2 * N);
+                    if (bf) {   /* the unfused ops, rounding where the GPU rounds: logits and their gradient */
+                        Vec lg(N * Vp), sd = {seed};
+                        cpu_matmul(lg.data(), x.data(), w.data(), 1, N, Vp, C, 0, 1, 0);
+                        lg = round_bf(lg);
+                        cpu_crossentropy_fwd(loss.data(), lg.data(), tg.data(), N, Vp, V);
+                        cpu_crossentropy_bwd(lg.data(), sd.data(), lg.data(), tg.data(), N, Vp, V, 0);
+                        lg = round_bf(lg);
+                        cpu_matmul(dx.data(), lg.data(), w.data(), 1, N, C, Vp, 0, 0, (acc >> 1) & 1);
+                        cpu_matmul(dw.data(), lg.data(), x.data(), 1, Vp, C, N, 1, 0, (acc >> 2) & 1);
+                    } else {
+                        cpu_classifier(loss.data(), dx.data(), dw.data(), chunk.data(), rl.data(), x.data(), w.data(),
+                                       tg.data(), N, C, Vp, V, R, seed, acc);
+                    }
+                    NAME("classifier%s N%ld C%ld Vp%ld V%ld R%ld acc%d seed%g", bf ? "_bf16" : "", N, C, Vp, V, R,
+                         acc, seed);
+                    long l0 = 0, m0 = 0;
+                    Vec got = run_gpu(name, [&] {
+                        Dev d;
+                        float *lo = d.up(nan_vec(1)), *gw = d.up(dw0), *r = d.up(nan_vec(2 * N));
+#ifdef GCEMU
+                        l0 = gcemu_launch_count(), m0 = gcemu_lt_matmuls;
+#endif
+                        Vec out;
+                        if (bf) {
+                            gc_bf16 *gx = d.up(to_bf(dx0)), *ch = d.up(to_bf(nan_vec(R * Vp)));
+                            gc_classifier_bf16(lo, gx, gw, ch, r, d.up(to_bf(x)), d.up(to_bf(w)), d.up(tg), N, C, Vp, V,
+                                               R, seed, acc);
+                            out = cat({down(lo, 1), down_bf(gx, nx), down(gw, nw)});
+                        } else {
+                            float *gx = d.up(dx0), *ch = d.up(nan_vec(R * Vp));
+                            gc_classifier(lo, gx, gw, ch, r, d.up(x), d.up(w), d.up(tg), N, C, Vp, V, R, seed, acc);
+                            out = cat({down(lo, 1), down(gx, nx), down(gw, nw)});
+                        }
+#ifdef GCEMU
+                        l0 = gcemu_launch_count() - l0, m0 = gcemu_lt_matmuls - m0;
+#endif
+                        return out;
+                    });
+                    /* each part against its own scale: the loss, dx, dw */
+                    float tol = bf ? BF16_TOL : 1e-5f;
+                    Vec g0(got.begin(), got.begin() + 1), g1(got.begin() + 1, got.begin() + 1 + nx),
+                        g2(got.begin() + 1 + nx, got.end());
+                    close(name, g0, loss, tol);
+                    close(name, g1, bf ? round_bf(dx) : dx, tol);
+                    close(name, g2, dw, tol);
+#ifdef GCEMU
+                    long chunks = (N + R - 1) / R;
+                    checks++;
+                    if (m0 != 3 * chunks || l0 != chunks + 1) {
+                        printf("FAIL %s: %ld cuBLASLt calls and %ld kernels, want %ld and %ld\n", name, m0, l0,
+                               3 * chunks, chunks + 1);
+                        failures++;
+                    }
+#endif
+                }
+}
+
 /* --error-case K: this process runs only the CUDA side of error case K. The
  * parent runs each case that way, a fresh process (fork, then exec of this
  * program): the CUDA runtime does not survive a fork on a real GPU. */
@@ -1552,6 +1638,9 @@ static void test_errors()
         {"crossentropy_bwd",
          [&] { Vec g(40), dl = {1.0f}; IVec t = {1, 20, 3, 4}; cpu_crossentropy_bwd(g.data(), dl.data(), logits.data(), t.data(), 4, 10, 10, 0); },
          [&] { Dev d; IVec t = {1, 20, 3, 4}; gc_crossentropy_bwd(d.up(Vec(40)), d.up(Vec{1.0f}), d.up(logits), d.up(t), 4, 10, 10, 0); gc_device_sync(); }},
+        {"classifier",   /* x (4 x 2), w (10 x 2): the logits of crossentropy's cases */
+         [&] { Vec l(1), dx(8), dw(20), ch(30), rl(8); IVec t = {1, 20, 3, 4}; cpu_classifier(l.data(), dx.data(), dw.data(), ch.data(), rl.data(), logits.data(), logits.data() + 8, t.data(), 4, 2, 10, 10, 3, 1.0f, 0); },
+         [&] { Dev d; IVec t = {1, 20, 3, 4}; gc_classifier(d.up(Vec(1)), d.up(Vec(8)), d.up(Vec(20)), d.up(Vec(30)), d.up(Vec(8)), d.up(logits), d.up(Vec(logits.begin() + 8, logits.begin() + 28)), d.up(t), 4, 2, 10, 10, 3, 1.0f, 0); gc_device_sync(); }},
     };
     for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
         auto &c = cases[k];
@@ -1622,6 +1711,7 @@ int main(int argc, char **argv)
         {"errors", test_errors},         {"attention", test_attention},
         {"vectors", test_vectors},
         {"gelu", test_gelu},             {"add_layernorm", test_add_layernorm},
+        {"classifier", test_classifier},
     };
     for (auto &g : groups) {
         if (!strstr(g.name, filter))
