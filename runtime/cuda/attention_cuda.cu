@@ -244,14 +244,20 @@ enum {
 };
 static_assert(GC_ATTENTION_MAXHS % AW == 0 && AW_KEYS == 2 * AW && AW_ROWS == AW_KEYS, "attention WMMA tiles");
 
-struct AttWmmaShared {
-    alignas(32) gc_bf16 a[AW_ROWS * AW_LD], b[AW_ROWS * AW_LD];   /* q, dy: this block's rows */
-    alignas(32) gc_bf16 k[AW_KEYS * AW_LD], v[AW_KEYS * AW_LD];   /* k, v (dk/dv: this block's keys) */
+struct AttFwdShared {   /* 33,280 bytes */
+    alignas(32) gc_bf16 a[AW_ROWS * AW_LD];                       /* q: this block's rows */
+    alignas(32) gc_bf16 k[AW_KEYS * AW_LD], v[AW_KEYS * AW_LD];
     alignas(32) float s[AW_WARPS][AW * AW_SLD];                   /* a warp's scores; its output chunks */
-    alignas(32) gc_bf16 p[AW_WARPS][AW * AW_PLD], ds[AW_WARPS][AW * AW_PLD];
+    alignas(32) gc_bf16 p[AW_WARPS][AW * AW_PLD];
+};
+struct AttBwdShared {   /* 44,800 bytes */
+    alignas(32) gc_bf16 a[AW_ROWS * AW_LD], b[AW_ROWS * AW_LD];   /* q, dy: the tile's rows */
+    alignas(32) gc_bf16 k[AW_KEYS * AW_LD], v[AW_KEYS * AW_LD];   /* k, v (dk/dv: this block's keys) */
+    alignas(32) float s[AW_WARPS][AW * AW_SLD];
+    alignas(32) gc_bf16 p[AW_WARPS][AW * AW_PLD], ds[AW_WARPS][AW * AW_PLD];   /* p: dk/dv only */
     float lse[AW_ROWS], D[AW_ROWS];
 };
-static_assert(sizeof(AttWmmaShared) <= 48 * 1024, "static shared memory above 48 KiB");
+static_assert(sizeof(AttBwdShared) <= 48 * 1024, "static shared memory above 48 KiB");
 
 /* dst[r*ld + d] = rows[r*st + d] for r < n, d < hs; zero elsewhere up to nr
  * rows and hsp columns; the block's threads share the work */
@@ -325,7 +331,7 @@ static __global__ void __launch_bounds__(AW_WARPS * 32)
     attention_fwd_wmma_kernel(gc_bf16 *y, float *lse, const gc_bf16 *x, AttGeom g, float scale)
 {
 #ifndef AW_NO_BF16_MMA
-    __shared__ AttWmmaShared sm;
+    __shared__ AttFwdShared sm;
     int w = threadIdx.x / 32, lane = threadIdx.x % 32, i = lane / 2, half = lane % 2;
     long bh = blockIdx.y, b = bh / g.NH, h = bh % g.NH, hs = g.hs;
     int nf = (int)((hs + AW - 1) / AW), hsp = nf * AW, ld = hsp + 8;
@@ -403,7 +409,7 @@ static __global__ void __launch_bounds__(AW_WARPS * 32)
                                AttGeom g, float scale, int acc)
 {
 #ifndef AW_NO_BF16_MMA
-    __shared__ AttWmmaShared sm;
+    __shared__ AttBwdShared sm;
     int w = threadIdx.x / 32, lane = threadIdx.x % 32, i = lane / 2, half = lane % 2;
     long bh = blockIdx.y, b = bh / g.NH, h = bh % g.NH, hs = g.hs;
     int nf = (int)((hs + AW - 1) / AW), hsp = nf * AW, ld = hsp + 8;
@@ -475,7 +481,7 @@ static __global__ void __launch_bounds__(AW_WARPS * 32)
                              AttGeom g, float scale, int acc)
 {
 #ifndef AW_NO_BF16_MMA
-    __shared__ AttWmmaShared sm;
+    __shared__ AttBwdShared sm;
     int w = threadIdx.x / 32, lane = threadIdx.x % 32, i = lane / 2, half = lane % 2;
     long bh = blockIdx.y, b = bh / g.NH, h = bh % g.NH, hs = g.hs;
     int nf = (int)((hs + AW - 1) / AW), hsp = nf * AW, ld = hsp + 8;
