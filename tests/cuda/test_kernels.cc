@@ -20,6 +20,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <functional>
@@ -29,6 +30,9 @@
 
 #include "child.h"
 #include "gc_cuda.h"
+#ifdef GCEMU
+#include <mma.h>   /* the shim's gcemu_wmma_mmas */
+#endif
 
 /* The CPU reference: the same signatures, other names. */
 extern "C" {
@@ -1329,9 +1333,6 @@ static void att_geom(long *g, long B, long NH, long T, long hs, int heads_out)
     memcpy(g, v, sizeof v);
 }
 
-/* fp32 and bf16 storage against the CPU kernels (bf16: the CPU runs on the
- * bf16-rounded inputs; tolerance of one bf16 rounding of the outputs plus
- * the rounding of intermediate y) */
 /* ---------------------------------------------------------------- bias + GELU */
 /* fuse_gelu.c's ops against the CPU kernels, fp32 and bf16: the cuBLASLt
  * GELU_AUX_BIAS / DGELU epilogues (N a multiple of 8, aligned bias and pre),
@@ -1470,14 +1471,80 @@ static void test_add_layernorm()
                 }
 }
 
+#ifndef GCEMU
+/* On a GPU only: bf16 attention at GPT-2 124M's shape (B=8, NH=12, T=1024,
+ * hs=64), forward + backward, tensor cores (WMMA) against the SIMT path:
+ * ms per call (mean of 5 after a warm-up) and the largest difference of the
+ * two outputs relative to the largest |y| or |dx|. Printed, not checked
+ * (tests/gpu/run.sh copies the line into its summary). */
+static void time_attention()
+{
+    const long B = 8, NH = 12, T = 1024, hs = 64, nx = B * T * 3 * NH * hs, ny = B * NH * T * hs;
+    long geom[12];
+    att_geom(geom, B, NH, T, hs, 1);
+    float scale = 1.0f / sqrtf((float)hs);
+    Dev d;
+    gc_bf16 *x = d.up(to_bf(rand_vec(nx, -2.0f, 2.0f))), *dy = d.up(to_bf(rand_vec(ny)));
+    gc_bf16 *y = d.up(to_bf(Vec(ny))), *dx = d.up(to_bf(Vec(nx)));
+    float *lse = d.up(Vec(B * NH * T));
+    double ms[2][2];
+    Vec out[2][2];
+    for (int wmma = 0; wmma < 2; wmma++) {
+        gc_cuda_set_attention_wmma(wmma);
+        for (int bwd = 0; bwd < 2; bwd++) {
+            auto call = [&] {
+                if (bwd)
+                    gc_attention_bwd_bf16(dx, dy, x, y, lse, geom, scale, 0);
+                else
+                    gc_attention_fwd_bf16(y, lse, x, geom, scale);
+            };
+            call();
+            gc_device_sync();
+            struct timespec t0, t1;
+            clock_gettime(CLOCK_MONOTONIC, &t0);
+            for (int r = 0; r < 5; r++)
+                call();
+            gc_device_sync();
+            clock_gettime(CLOCK_MONOTONIC, &t1);
+            ms[wmma][bwd] = ((t1.tv_sec - t0.tv_sec) * 1e3 + (t1.tv_nsec - t0.tv_nsec) / 1e6) / 5;
+            out[wmma][bwd] = bwd ? down_bf(dx, nx) : down_bf(y, ny);
+        }
+    }
+    gc_cuda_set_attention_wmma(1);
+    double diff[2] = {0, 0};
+    for (int bwd = 0; bwd < 2; bwd++) {
+        float top = 0, worst = 0;
+        for (size_t i = 0; i < out[0][bwd].size(); i++) {
+            top = fmaxf(top, fabsf(out[0][bwd][i]));
+            worst = fmaxf(worst, fabsf(out[1][bwd][i] - out[0][bwd][i]));
+        }
+        diff[bwd] = top > 0 ? worst / top : worst;
+    }
+    printf("attention bf16 B8 NH12 T1024 hs64: fwd %.3f ms wmma, %.3f ms simt (%.2fx); bwd %.3f ms wmma, %.3f ms simt "
+           "(%.2fx); max |wmma - simt| / max: fwd %.2g, bwd %.2g\n",
+           ms[1][0], ms[0][0], ms[0][0] / ms[1][0], ms[1][1], ms[0][1], ms[0][1] / ms[1][1], diff[0], diff[1]);
+}
+#endif
+
+/* fp32 and bf16 storage against the CPU kernels (bf16: the CPU runs on the
+ * bf16-rounded inputs; tolerance of one bf16 rounding of the outputs plus
+ * the rounding of intermediate y). bf16 runs twice: on tensor cores (WMMA,
+ * p and ds rounded to bf16 as operands) and on the SIMT path
+ * (gc_cuda_set_attention_wmma(0)). Head sizes 1, 12, 40 and 128 are padded
+ * to 16-wide WMMA chunks; T = 1, 37, 70 are not multiples of any tile.
+ * Under the emulator, bf16 with WMMA must run mma_syncs and the others none. */
 static void test_attention()
 {
     struct { long B, NH, T, hs; int heads_out; } shapes[] = {
-        {1, 1, 1, 1, 1}, {2, 3, 37, 12, 1}, {1, 2, 70, 16, 0}, {1, 1, 33, 64, 1},
+        {1, 1, 1, 1, 1}, {2, 3, 37, 12, 1}, {1, 2, 70, 16, 0}, {1, 1, 33, 64, 1}, {1, 2, 45, 40, 0},
+        {1, 1, 20, 128, 1},
     };
     char name[160];
     for (auto s : shapes)
-        for (int bf = 0; bf < 2; bf++) {
+        for (int path = 0; path < 3; path++) {   /* fp32, bf16 WMMA, bf16 SIMT */
+            int bf = path > 0, wmma = path == 1;
+            const char *tag = path == 0 ? "" : wmma ? "_bf16" : "_bf16 simt";
+            gc_cuda_set_attention_wmma(wmma);
             long geom[12];
             att_geom(geom, s.B, s.NH, s.T, s.hs, s.heads_out);
             long nx = s.B * s.T * 3 * s.NH * s.hs, ny = s.B * s.NH * s.T * s.hs, nl = s.B * s.NH * s.T;
@@ -1489,43 +1556,81 @@ static void test_attention()
             cpu_attention_fwd(y.data(), lse.data(), x.data(), geom, scale);
             if (bf)
                 y = round_bf(y);    /* what the backward reads */
-            NAME("attention_fwd%s B%ld NH%ld T%ld hs%ld", bf ? "_bf16" : "", s.B, s.NH, s.T, s.hs);
+            long mmas = 0;   /* mma_syncs of the last run (emulator only) */
+            (void)mmas;
+            NAME("attention_fwd%s B%ld NH%ld T%ld hs%ld", tag, s.B, s.NH, s.T, s.hs);
             Vec got = run_gpu(name, [&] {
                 Dev d;
+#ifdef GCEMU
+                long m0 = gcemu_wmma_mmas;
+#endif
                 float *l = d.up(nan_vec(nl));
+                Vec r;
                 if (bf) {
                     gc_bf16 *o = d.up(to_bf(nan_vec(ny)));
                     gc_attention_fwd_bf16(o, l, d.up(to_bf(x)), geom, scale);
-                    return cat({down_bf(o, ny), down(l, nl)});
+                    r = cat({down_bf(o, ny), down(l, nl)});
+                } else {
+                    float *o = d.up(nan_vec(ny));
+                    gc_attention_fwd(o, l, d.up(x), geom, scale);
+                    r = cat({down(o, ny), down(l, nl)});
                 }
-                float *o = d.up(nan_vec(ny));
-                gc_attention_fwd(o, l, d.up(x), geom, scale);
-                return cat({down(o, ny), down(l, nl)});
+#ifdef GCEMU
+                mmas = gcemu_wmma_mmas - m0;
+#endif
+                return r;
             });
             close(name, got, cat({y, lse}), bf ? BF16_TOL : 1e-5f);
+#ifdef GCEMU
+            checks++;
+            if ((mmas > 0) != wmma) {
+                printf("FAIL %s: %ld mma_syncs, want %s\n", name, mmas, wmma ? "some" : "none");
+                failures++;
+            }
+#endif
             for (int acc = 0; acc < 2; acc++) {
                 Vec dx0 = acc ? rand_vec(nx) : nan_vec(nx);
                 if (bf && acc)
                     dx0 = round_bf(dx0);
                 Vec want = dx0;
                 cpu_attention_bwd(want.data(), dy.data(), x.data(), y.data(), lse.data(), geom, scale, acc);
-                NAME("attention_bwd%s B%ld NH%ld T%ld hs%ld acc%d", bf ? "_bf16" : "", s.B, s.NH, s.T, s.hs, acc);
+                NAME("attention_bwd%s B%ld NH%ld T%ld hs%ld acc%d", tag, s.B, s.NH, s.T, s.hs, acc);
                 Vec gotb = run_gpu(name, [&] {
                     Dev d;
+#ifdef GCEMU
+                    long m0 = gcemu_wmma_mmas;
+#endif
                     float *l = d.up(lse);
+                    Vec r;
                     if (bf) {
                         gc_bf16 *dx = d.up(to_bf(dx0));
                         gc_attention_bwd_bf16(dx, d.up(to_bf(dy)), d.up(to_bf(x)), d.up(to_bf(y)), l, geom, scale,
                                               acc);
-                        return down_bf(dx, nx);
+                        r = down_bf(dx, nx);
+                    } else {
+                        float *dx = d.up(dx0);
+                        gc_attention_bwd(dx, d.up(dy), d.up(x), d.up(y), l, geom, scale, acc);
+                        r = down(dx, nx);
                     }
-                    float *dx = d.up(dx0);
-                    gc_attention_bwd(dx, d.up(dy), d.up(x), d.up(y), l, geom, scale, acc);
-                    return down(dx, nx);
+#ifdef GCEMU
+                    mmas = gcemu_wmma_mmas - m0;
+#endif
+                    return r;
                 });
                 close(name, gotb, want, bf ? BF16_TOL : 1e-5f);
+#ifdef GCEMU
+                checks++;
+                if ((mmas > 0) != wmma) {
+                    printf("FAIL %s: %ld mma_syncs, want %s\n", name, mmas, wmma ? "some" : "none");
+                    failures++;
+                }
+#endif
             }
         }
+    gc_cuda_set_attention_wmma(1);
+#ifndef GCEMU
+    time_attention();
+#endif
 }
 
 /* ---------------------------------------------------------------- classifier */
