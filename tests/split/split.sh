@@ -86,6 +86,14 @@ auto)      # --split auto: the least predicted step time among the splits whose 
     grep -q 'dp .*(>mem)' tight.txt || fail "dp should be marked as not fitting"
     a --mem 1GiB >none.txt 2>err.txt && fail "--mem 1GiB should fit no split"
     grep -q "error: no split over 4 devices fits" err.txt || { cat err.txt; fail "no message"; }
+    # the benchmark: 1558M at B=8 T=1024 fp32 fits 8 devices of 16 GiB once each split carries the budget
+    # search's micro-batches and recompute (no split fits without them: dp needs 27 GiB, zero3 63 GiB unrecomputed)
+    "$gc" "$graph" --config gpt2_1558M -D B=8 -D T=1024 --gpus 8 --mem 16GiB --split auto --emit plan-text \
+        >big.txt 2>big.err || { cat big.err; fail "1558M --gpus 8 --mem 16GiB --split auto does not fit"; }
+    grep -q '^  total .*budget 16.00 GiB: fits' big.txt || fail "1558M: no fitting total"
+    grep -q '^    why: .* is the least predicted step time' big.txt || fail "1558M: plan-text does not say why"
+    grep -q 'K=[0-9]* recompute [nsf]*  <- chosen' big.txt || fail "1558M: the chosen row lacks its levers"
+    sed -n '/^split:/p; /<- chosen/p; /why:/p' big.txt
     "$gc" "$graph" --gpus 2 --interconnect carrier-pigeon --emit plan 2>err.txt && fail "bad --interconnect"
     grep -q "error: --interconnect must be" err.txt || fail "no --interconnect message"
     ;;
@@ -274,6 +282,23 @@ stop)      # SIGTERM to one rank only: every rank stops after the same step, wit
     $MPIRUN -np 2 ./t_z1 --steps $((n + 2)) --resume ck >r.out 2>r.err || { cat r.err; fail "resume after the stop"; }
     grep -q "^resume: step $n from" r.out || fail "did not resume from step $n"
     echo "rank 1 got SIGTERM: both ranks stopped after step $n, checkpoint written, resumed"
+    ;;
+autorun)   # --split auto under --mem: the split with the budget search's micro-batches and per-layer recompute
+           # runs poisoned with the losses of one process (the budgets make it pick both levers)
+    compile t_one -D B=8
+    ./t_one --steps 20 --log one.jsonl >/dev/null || fail "one-process run"
+    log_losses one.jsonl >a.txt
+    for m in 2500KiB 1800KiB; do
+        compile t_$m -D B=4 --gpus 2 --split auto --mem $m --poison
+        "$gc" "$graph" --config tiny --target cpu -D B=4 --gpus 2 --split auto --mem $m --emit plan-text >p_$m.txt ||
+            fail "plan-text at $m"
+        sed -n '/<- chosen/p' p_$m.txt
+        grep -q 'recompute [ns]*f[nsf]*  <- chosen' p_$m.txt || fail "$m: expected a full-recompute layer in the choice"
+        $MPIRUN -np 2 ./t_$m --steps 20 --log s_$m.jsonl >s.out 2>s.err || { cat s.err; fail "$m: split run"; }
+        log_losses s_$m.jsonl >b.txt
+        same_losses a.txt b.txt 1e-6
+    done
+    grep -q 'K=4 recompute [nsf]*  <- chosen' p_1800KiB.txt || fail "1800KiB: expected 4 micro-batches"
     ;;
 nompi)     # single-rank programs do not link MPI
     compile t_one
