@@ -170,6 +170,10 @@ typedef struct gc_comm {
     void (*abort)(int status);
     /* in place on the host: rank r's n floats at whole + r*n go to every rank */
     void (*allgather_floats)(float *whole, long n);
+    /* a collective that has not completed after timeout_s seconds ends this
+     * rank with an error naming the ranks that are gone or stopped (0: off);
+     * NULL where not implemented (NCCL) */
+    void (*watch)(double timeout_s);
 } gc_comm;
 extern const gc_comm gc_comm_group;
 /* ---------------------------------------------------------------- attention_cpu.c / attention_cuda.cu */

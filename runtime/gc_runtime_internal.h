@@ -230,6 +230,7 @@ typedef struct {
     int lr_schedule;                 /* GCRT_LR_* */
     double lr_final_frac, grad_clip; /* --lr-final-frac, --grad-clip (0: off) */
     int skip_nonfinite;
+    double comm_timeout;             /* --comm-timeout S: split programs' collective watchdog (0: off) */
     int shuffle, no_prefetch;        /* --shuffle, --no-prefetch */
     int profile;
     long print_every;                /* --print-every N; 0: not given (1 off a terminal) */

@@ -452,6 +452,8 @@ static int run_program(gcrt_run *st)
     char err[512] = "";
     if (check_program(p, &st->o))
         return 1;
+    if (p->comm && p->comm->watch)   /* split programs: no collective waits forever (comm_mpi.c) */
+        p->comm->watch(st->o.comm_timeout);
     set_threads(st->o.threads);
     if (gc_device_init(err, sizeof err) != 0)
         return gcrt_errorf("%s", *err ? err : "device initialisation failed");

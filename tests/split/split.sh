@@ -3,7 +3,7 @@
 # ranks and compare with one process at the same global batch.
 # usage: split.sh GCOMPILE GRAPH WORKDIR CHECK
 #   CHECK: dp2 | dp4 | zero1 | zero2 | zero3 | formulas | auto | ckpt | plan | ranks | death | nompi | cuda
-#          | clip | resume | nonfinite | stop
+#          | clip | resume | nonfinite | stop | autorun | hang
 set -u
 gc=$1 graph=$2 dir=$3 check=$4
 mkdir -p "$dir"
@@ -299,6 +299,33 @@ autorun)   # --split auto under --mem: the split with the budget search's micro-
         same_losses a.txt b.txt 1e-6
     done
     grep -q 'K=4 recompute [nsf]*  <- chosen' p_1800KiB.txt || fail "1800KiB: expected 4 micro-batches"
+    ;;
+hang)      # a rank that stops answering (SIGSTOP: alive, so mpirun sees nothing): the others' watchdog ends
+           # the job within --comm-timeout with an error naming it, never a hang
+    compile t_dp2 --gpus 2
+    $MPIRUN -np 2 ./t_dp2 --steps 1000000 --comm-timeout 3 >out.txt 2>err.txt &
+    mp=$!
+    rank1=
+    for i in $(seq 1 100); do
+        for p in $(pgrep -P "$mp" 2>/dev/null); do
+            tr '\0' '\n' <"/proc/$p/environ" 2>/dev/null | grep -qx OMPI_COMM_WORLD_RANK=1 && rank1=$p
+        done
+        [ -n "$rank1" ] && grep -q '^step' out.txt && break
+        sleep 0.2
+    done
+    [ -n "$rank1" ] || { kill "$mp"; fail "rank 1 not found"; }
+    kill -STOP "$rank1"
+    for i in $(seq 1 150); do kill -0 "$mp" 2>/dev/null || break; sleep 0.2; done
+    if kill -0 "$mp" 2>/dev/null; then
+        kill -9 "$rank1" "$mp"
+        fail "the job still runs 30 s after rank 1 stopped (hang)"
+    fi
+    wait "$mp" && fail "the job exited 0 after a rank stopped"
+    grep -q "^error: rank 0: .* has not completed after [0-9]* s (--comm-timeout 3): rank 1 (pid $rank1 on .*) is stopped" err.txt ||
+        { cat err.txt; fail "rank 0's error does not name rank 1"; }
+    for i in $(seq 1 50); do kill -0 "$rank1" 2>/dev/null || break; sleep 0.2; done
+    kill -0 "$rank1" 2>/dev/null && { kill -9 "$rank1"; fail "the stopped rank 1 was left behind (10 s)"; }
+    grep -m1 '^error: rank 0' err.txt
     ;;
 nompi)     # single-rank programs do not link MPI
     compile t_one
