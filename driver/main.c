@@ -66,7 +66,9 @@ static void usage(FILE *f)
         "                                  the forward and the backward use them\n"
         "                           auto   plans each of the above, keeps those that fit\n"
         "                                  --mem, picks the least predicted step time\n"
-        "                                  (plan-text lists the candidates)\n"
+        "                                  (plan-text lists the candidates); with --mem\n"
+        "                                  each split gets the budget search's\n"
+        "                                  micro-batches and recompute\n"
         "                           tp=K   tensor parallel: not implemented yet\n"
         "      --interconnect L   nvlink | pcie | ib: the link --split auto prices\n"
         "                         collectives with (150, 16, 25 GB/s; default nvlink)\n"
@@ -601,7 +603,7 @@ int main(int argc, char **argv)
         goto done;
     }
 plan_again:   /* --split auto plans each candidate split, then the chosen one */
-    if (o.emit.budget_bytes && o.recompute < 0 && o.micro_batches == 0 && o.gpus <= 1)   /* with a split: not yet */
+    if (o.emit.budget_bytes && o.recompute < 0 && o.micro_batches == 0)   /* per split under --split auto */
         PASS(&o, "search", g = driver_search(ast, &o));
     else
         g = lower(ast, o);
