@@ -8,7 +8,7 @@
 #   data     shards by glob, in order and shuffled (each batch once per epoch,
 #            the same order for a seed, another for another seed), prefetch
 #            on vs off bit-identical, --print-every, plain text = its shard
-#   faults   non-finite loss (stop naming the step and the last good
+#   faults   --help; non-finite loss (stop naming the step and the last good
 #            checkpoint; --skip-nonfinite counted in the log), a full disk
 #            while saving, corrupt/truncated model, state and shard files
 #   signals  SIGTERM / SIGINT: the step finishes, a checkpoint, exit 0; the
@@ -125,6 +125,15 @@ data)
     echo "ok: text file = its shard over 3 steps"
     ;;
 faults)
+    # --help documents every flag of the runtime's table and says the long-run flags work here
+    run_ok --help
+    flags=$(sed -n 's/^    {"\([a-z0-9-]*\)", [a-z_]*_argument, 0, OPT_[A-Z0-9_]*},$/\1/p' "$root/runtime/flags.c")
+    [ "$(echo "$flags" | wc -w)" -ge 30 ] || fail "could not read the flag table of runtime/flags.c"
+    for f in $flags; do
+        grep -Eq -- "^  --$f( |\[|=|\$)" out.txt || fail "--help does not document --$f"
+    done
+    tr '\n' ' ' <out.txt | grep -q 'SIGINT/SIGTERM) work the same in CPU and CUDA programs (on CUDA tested in a SIMT emulator' ||
+        { cat out.txt; fail "--help does not say that the long-run flags work in this CUDA program"; }
     # a non-finite loss stops the run, naming the step and the last good checkpoint
     expect_err "step 2: loss is nan; stopped: the last good checkpoint is step 1 in ck (--resume ck)" \
         --steps 4 --lr 1e30 --ckpt-dir ck --save-every 1
