@@ -1,7 +1,7 @@
 /* gcemu.h — a small SIMT emulator: runs CUDA kernels on the CPU, for tests.
  *
- * The shim headers beside this one (cuda_runtime.h, cublasLt.h, cuda_bf16.h)
- * stand in for the CUDA toolkit's, so runtime/cuda/kernels_cuda.cu compiles
+ * The shim headers beside this one (cuda_runtime.h, cublasLt.h, cuda_bf16.h,
+ * mma.h for nvcuda::wmma) stand in for the CUDA toolkit's, so runtime/cuda/kernels_cuda.cu compiles
  * unchanged as C++ (g++ -x c++ -DGCEMU is implied by including them).
  *
  * Execution model
