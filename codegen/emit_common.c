@@ -61,6 +61,7 @@ static int primary(const Op *op)
 {
     switch (op->kind) {
     case OP_CROSS_ENTROPY: return op->in[0];    /* logits; the loss stays fp32 */
+    case OP_CLASSIFIER: return op->in[0];       /* x; the loss, dw and rowloss stay fp32 */
     case OP_ADAMW: case OP_ADAMW_BF16: return op->in[1];   /* the gradient; masters stay fp32 */
     default: return op->nout ? op->out[0] : op->in[0];
     }

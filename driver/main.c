@@ -90,8 +90,8 @@ static void usage(FILE *f)
         "      --no-fuse[=KINDS]  turn fusions off: all of them, or the comma-separated\n"
         "                         kinds given (repeatable): attention (causal attention\n"
         "                         without the T x T scores), classifier (matmul +\n"
-        "                         cross-entropy in row chunks; --target cpu only so far,\n"
-        "                         and such a program cannot --sample), bias (matmul +\n"
+        "                         cross-entropy in row chunks; such a program cannot\n"
+        "                         --sample), bias (matmul +\n"
         "                         bias epilogue), gelu (gelu(matmul + bias) and its\n"
         "                         backward as cuBLASLt GELU epilogues; needs bias; only\n"
         "                         the pre-activation is kept, GELU recomputed in the\n"
@@ -515,7 +515,7 @@ static Graph *lower_front(Ast *ast, DriverOptions o)
         ir_verify(g);
     }
     /* the fused classifier takes the d loss seed (1/K with micro-batches) as its `seed` */
-    if (!(o.no_fuse & FUSE_CLASSIFIER) && !strcmp(o.emit.target, "cpu")) {
+    if (!(o.no_fuse & FUSE_CLASSIFIER)) {
         PASS(&o, "fuse-cls", pass_fuse_classifier(g, o.classifier_chunk));
         ir_verify(g);
     }

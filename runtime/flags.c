@@ -163,6 +163,10 @@ static void print_help(const char *argv0, const gc_program *p)
            "  --help               this list\n"
            "  --version            program and runtime version\n",
            DEFAULT_SEED, DEFAULT_GRADCHECK, DEFAULT_GRADCHECK_TOL, DEFAULT_GRADCHECK_H);
+    printf("\nthe long-run flags (--ckpt-dir, --resume, --keep, --warmup, --lr-schedule, --grad-clip,\n"
+           "--data globs and text, --shuffle, prefetch, --skip-nonfinite, SIGINT/SIGTERM) work the same\n"
+           "in CPU and CUDA programs%s\n",
+           strcmp(p->target, "cuda") ? "." : " (on CUDA tested in a SIMT emulator, not yet on a GPU).");
     if (!strcmp(p->target, "cpu"))
         printf("\nenvironment: OMP_NUM_THREADS (as --threads); GC_CPU_GEMM=blas runs the matmuls\n"
                "with OpenBLAS instead of the built-in AVX-512 GEMM (used when the CPU has AVX-512).\n");

@@ -193,9 +193,9 @@ void gc_attention_fwd(gc_real *y, gc_real *lse, const gc_real *x, const long *ge
 void gc_attention_bwd(gc_real *dx, const gc_real *dy, const gc_real *x, const gc_real *y, const gc_real *lse,
                       const long *geom, float scale, int acc);
 
-/* ---------------------------------------------------------------- classifier_cpu.c */
+/* ---------------------------------------------------------------- classifier_cpu.c / classifier_cuda.cu */
 /* The classifier matmul fused with cross-entropy (passes/fuse_classifier.c),
- * CPU target only so far: for the N rows of x (N x C) in chunks of R rows,
+ * both targets: for the N rows of x (N x C) in chunks of R rows,
  * chunk = x_chunk w^T (R x Vp, w is Vp x C), the rows' losses, the gradient
  * of seed x the mean loss (seed = d loss: 1, or 1/K with K micro-batches) in place, then dx_chunk (+)= chunk w (acc bit
  * 1) and dw (+)= chunk^T x_chunk (acc bit 2). loss[0] = mean over rows of
