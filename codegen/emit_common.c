@@ -241,10 +241,14 @@ void emit_kernel_call(FILE *f, const Graph *g, const Op *op)
                    "gc_adamw_multi(u, 1, ctx->lr, ctx->beta1, ctx->beta2, ctx->eps, ctx->t); }\n");
         return;
     case OP_ALLREDUCE:
+        if (op_last_micro_only(g, op))   /* the accumulated gradient: reduced once, with the last micro-batch */
+            fprintf(f, "if (ctx->micro == %d) ", g->micro_batches - 1);
         call_head(f, g, "gc_allreduce", op, NULL, 0);
         fprintf(f, ", %ldL, %d);\n", in0->numel, op->attr[1] != 0);
         return;
     case OP_REDUCE_SCATTER:
+        if (op_last_micro_only(g, op))
+            fprintf(f, "if (ctx->micro == %d) ", g->micro_batches - 1);
         call_head(f, g, "gc_reduce_scatter", op, NULL, 0);
         fprintf(f, ", %ldL, %d);\n", out0->numel, op->attr[1] != 0);
         return;
@@ -368,7 +372,7 @@ static void prof_table(const Graph *g, ProfTable *pt)
             c++;
         if (c == pt->n)
             memcpy(pt->label[pt->n++], label, sizeof label);
-        int runs = op->phase == PH_OPT || g->micro_batches <= 1 ? 1 : g->micro_batches;
+        int runs = op_runs_per_step(g, op);
         pt->cat[k] = c;
         pt->calls[c] += runs;
         pt->flops[c] += runs * op_flops(g, op);

@@ -13,10 +13,10 @@
  *    --device profile, else h100 for CUDA and cpu for the CPU target), with
  *    recomputation and every micro-batch counted;
  *  - communication: bytes one rank sends per step with ring algorithms over
- *    the --interconnect bandwidth, plus a latency per collective. The
- *    collectives of the forward and backward run once per micro-batch (the
- *    emitted step reduces the accumulated gradients each time), those of
- *    the update once.
+ *    the --interconnect bandwidth, plus a latency per collective, each as
+ *    often as it runs per step (op_runs_per_step: zero3's parameter gathers
+ *    once per micro-batch, the gradient reductions and the update's
+ *    all-gathers once).
  */
 #include <string.h>
 
@@ -51,7 +51,6 @@ static int next_cand;        /* candidates planned so far */
  * (*ncoll), micro-batches counted. */
 static double comm_seconds(const Graph *g, double bw, double lat, int *ncoll)
 {
-    int K = g->micro_batches > 1 ? g->micro_batches : 1;
     double n = g->nranks > 1 ? g->nranks : 1, s = 0;
     *ncoll = 0;
     for (int k = 0; k < g->nsched; k++) {
@@ -66,7 +65,7 @@ static double comm_seconds(const Graph *g, double bw, double lat, int *ncoll)
         case OP_GATHER: bytes = (n - 1) / n * (double)g->t[op->out[0]].bytes; break;
         default: break;
         }
-        int times = op->attr[2] == 4 ? 1 : K;    /* gate 4: with the update */
+        int times = op_runs_per_step(g, op);
         s += times * (bytes / bw + lat);
         *ncoll += times;
     }

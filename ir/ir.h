@@ -239,6 +239,14 @@ int op_infer(Graph *g, Op *op, int *nout, int rank[], long shape[][IR_MAXRANK],
 void op_make_views(Graph *g, const Op *op);
 /* Floating-point operations of one execution of op. */
 double op_flops(const Graph *g, const Op *op);
+/* How often op runs per training step: once for updates, the collectives
+ * of the update and the reductions of accumulated parameter gradients
+ * (with micro-batches they run with the last micro-batch only); once per
+ * micro-batch for everything else. */
+int op_runs_per_step(const Graph *g, const Op *op);
+/* 1 for a collective that reduces accumulated parameter gradients in a
+ * program with micro-batches: the emitted step runs it with the last one. */
+int op_last_micro_only(const Graph *g, const Op *op);
 /* Bytes read plus written by op (its inputs and outputs, views excluded). */
 double op_bytes(const Graph *g, const Op *op);
 /* Kernel launches of one execution of op on the CUDA target (the launch

@@ -580,3 +580,17 @@ void graph_step_traffic(const Graph *g, long launches[PH_COUNT], double bytes[PH
         bytes[PH_OPT] += (double)g->region_bytes[RG_GRADS];
     }
 }
+
+int op_last_micro_only(const Graph *g, const Op *op)
+{
+    return g->micro_batches > 1 && (op->kind == OP_ALLREDUCE || op->kind == OP_REDUCE_SCATTER) &&
+           g->t[graph_root(g, op->in[0], NULL)].kind == TK_GRAD;
+}
+
+int op_runs_per_step(const Graph *g, const Op *op)
+{
+    if (g->micro_batches <= 1 || op->phase == PH_OPT || op_last_micro_only(g, op) ||
+        (op->phase == PH_COMM && op->attr[2] == 4))
+        return 1;
+    return g->micro_batches;
+}

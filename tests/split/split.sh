@@ -283,22 +283,27 @@ stop)      # SIGTERM to one rank only: every rank stops after the same step, wit
     grep -q "^resume: step $n from" r.out || fail "did not resume from step $n"
     echo "rank 1 got SIGTERM: both ranks stopped after step $n, checkpoint written, resumed"
     ;;
-autorun)   # --split auto under --mem: the split with the budget search's micro-batches and per-layer recompute
-           # runs poisoned with the losses of one process (the budgets make it pick both levers)
+autorun)   # under --mem each split carries the budget search's micro-batches and per-layer recompute; the
+           # searched programs run poisoned with the losses of one process
     compile t_one -D B=8
     ./t_one --steps 20 --log one.jsonl >/dev/null || fail "one-process run"
     log_losses one.jsonl >a.txt
-    for m in 2500KiB 1800KiB; do
-        compile t_$m -D B=4 --gpus 2 --split auto --mem $m --poison
-        "$gc" "$graph" --config tiny --target cpu -D B=4 --gpus 2 --split auto --mem $m --emit plan-text >p_$m.txt ||
-            fail "plan-text at $m"
-        sed -n '/<- chosen/p' p_$m.txt
-        grep -q 'recompute [ns]*f[nsf]*  <- chosen' p_$m.txt || fail "$m: expected a full-recompute layer in the choice"
-        $MPIRUN -np 2 ./t_$m --steps 20 --log s_$m.jsonl >s.out 2>s.err || { cat s.err; fail "$m: split run"; }
-        log_losses s_$m.jsonl >b.txt
+    # auto at 1800KiB: 4 micro-batches (gradients reduced once, with the last) and a full-recompute layer;
+    # zero3 at 2300KiB: one micro-batch, layer 0 full, layer 1 selective
+    for c in "auto 1800KiB" "zero3 2300KiB"; do
+        set -- $c
+        compile t_$1 -D B=4 --gpus 2 --split $1 --mem $2 --poison
+        "$gc" "$graph" --config tiny --target cpu -D B=4 --gpus 2 --split $1 --mem $2 --emit plan-text >p_$1.txt ||
+            fail "plan-text $c"
+        sed -n '/^strategy/p; /<- chosen/p' p_$1.txt
+        $MPIRUN -np 2 ./t_$1 --steps 20 --log s_$1.jsonl >s.out 2>s.err || { cat s.err; fail "$c: split run"; }
+        log_losses s_$1.jsonl >b.txt
         same_losses a.txt b.txt 1e-6
     done
-    grep -q 'K=4 recompute [nsf]*  <- chosen' p_1800KiB.txt || fail "1800KiB: expected 4 micro-batches"
+    grep -q 'K=4 recompute [ns]*f[nsf]*  <- chosen' p_auto.txt || fail "auto 1800KiB: expected K=4 with a full layer"
+    grep -q '^strategy: .* 1 micro-batch | .* per layer fs' p_zero3.txt || fail "zero3 2300KiB: expected fs"
+    "$gc" "$graph" --config tiny --target cpu -D B=4 --gpus 2 --split auto --mem 1800KiB --emit c | \
+        grep -q 'if (ctx->micro == 3) gc_reduce_scatter' || fail "gradients not reduced once, with the last micro-batch"
     ;;
 hang)      # a rank that stops answering (SIGSTOP: alive, so mpirun sees nothing): the others' watchdog ends
            # the job within --comm-timeout with an error naming it, never a hang
