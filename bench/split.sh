@@ -43,11 +43,11 @@ echo "1558M, B=8 T=1024 fp32, --gpus 8 --mem 16GiB --split auto (plan-text, or t
 echo
 echo '```'
 "$gc" models/gpt2.graph --target cuda -D B=8 -D T=1024 --config gpt2_1558M --gpus 8 --mem 16GiB --split auto \
-    --emit plan-text 2>&1 | sed -n '1,12p' || true
+    --emit plan-text 2>&1 | sed -n '/^strategy/p; /^split:/,/not weighed/p; /^  total/p; /error/,$p' || true
 echo '```'
 echo
-echo "Activations of B=8 T=1024 kept for the backward dominate every split; they fit only once recompute"
-echo "and micro-batches (issue 10) are weighed together with the split."
+echo "Each split is weighed with the budget search's pick for it (micro-batches, per-layer recompute),"
+echo "planned for real and checked by plan_check; activations of B=8 T=1024 dominate every split."
 echo
 echo "### CPU, 124M, global batch 4 x 64: 2 ranks x 1 thread vs 1 rank x 2 threads"
 echo

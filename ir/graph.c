@@ -131,6 +131,7 @@ int graph_add_op(Graph *g, OpKind kind, const char *name, const int *in, int nin
 
 void graph_relink(Graph *g)
 {
+    /* counted first, so each list is allocated once at its final size */
     for (int i = 0; i < g->nt; i++) {
         free(g->t[i].consumers);
         g->t[i].consumers = NULL;
@@ -138,7 +139,45 @@ void graph_relink(Graph *g)
     }
     for (int o = 0; o < g->nops; o++)
         for (int i = 0; i < g->ops[o].nin && !g->ops[o].dead; i++)
-            add_consumer(&g->t[g->ops[o].in[i]], o);
+            g->t[g->ops[o].in[i]].nconsumers++;
+    for (int i = 0; i < g->nt; i++) {
+        if (g->t[i].nconsumers)
+            g->t[i].consumers = xmalloc((size_t)g->t[i].nconsumers * sizeof(int));
+        g->t[i].nconsumers = 0;
+    }
+    for (int o = 0; o < g->nops; o++)
+        for (int i = 0; i < g->ops[o].nin && !g->ops[o].dead; i++) {
+            Tensor *t = &g->t[g->ops[o].in[i]];
+            t->consumers[t->nconsumers++] = o;
+        }
+}
+
+void graph_unlink_op(Graph *g, int o)
+{
+    const Op *op = &g->ops[o];
+    for (int i = 0; i < op->nin; i++) {
+        Tensor *t = &g->t[op->in[i]];
+        int k = 0;
+        for (int j = 0; j < t->nconsumers; j++)
+            if (t->consumers[j] != o)
+                t->consumers[k++] = t->consumers[j];
+        t->nconsumers = k;
+    }
+}
+
+void graph_link_op(Graph *g, int o)
+{
+    const Op *op = &g->ops[o];
+    for (int i = 0; i < op->nin && !op->dead; i++) {
+        Tensor *t = &g->t[op->in[i]];
+        add_consumer(t, o);
+        int j = t->nconsumers - 1;            /* into place: after every id <= o */
+        while (j > 0 && t->consumers[j - 1] > o) {
+            t->consumers[j] = t->consumers[j - 1];
+            j--;
+        }
+        t->consumers[j] = o;
+    }
 }
 
 int graph_root(const Graph *g, int t, size_t *offset)
@@ -151,6 +190,40 @@ int graph_root(const Graph *g, int t, size_t *offset)
     if (offset)
         *offset = off;
     return t;
+}
+
+int *graph_roots(const Graph *g, size_t **offsets)
+{
+    int n = g->nt;
+    int *root = xmalloc(((size_t)n + 1) * sizeof *root), *path = xmalloc(((size_t)n + 1) * sizeof *path);
+    size_t *off = offsets ? xmalloc(((size_t)n + 1) * sizeof *off) : NULL;
+    for (int t = 0; t < n; t++)
+        root[t] = -1;
+    for (int t = 0; t < n; t++) {
+        int k = 0, u = t;
+        while (root[u] < 0 && g->t[u].view_of >= 0) {   /* up to a known or a true root */
+            if (k >= n)
+                IR_BUG("tensor %%%d %s: views form a cycle", t, g->t[t].name);
+            path[k++] = u;
+            u = g->t[u].view_of;
+        }
+        if (root[u] < 0) {
+            root[u] = u;
+            if (off)
+                off[u] = 0;
+        }
+        while (k > 0) {                                  /* back down, filling in */
+            int v = path[--k];
+            root[v] = root[u];
+            if (off)
+                off[v] = off[u] + g->t[v].view_offset;
+            u = v;
+        }
+    }
+    free(path);
+    if (offsets)
+        *offsets = off;
+    return root;
 }
 
 long graph_dim(const Graph *g, const char *name)

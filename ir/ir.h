@@ -214,9 +214,20 @@ int graph_add_op(Graph *g, OpKind kind, const char *name, const int *in, int nin
                  const int *out, int nout, Loc loc);
 /* Storage root of a tensor (follows view_of) and its byte offset in it. */
 int graph_root(const Graph *g, int t, size_t *offset);
+/* graph_root of every tensor at once, in O(tensors) however long the view
+ * chains: roots[t] (and, when offsets is not NULL, *offsets[t]); both
+ * caller-freed, valid until a view_of changes or a view is added. */
+int *graph_roots(const Graph *g, size_t **offsets);
 long graph_dim(const Graph *g, const char *name);   /* -1 when absent */
 /* Rebuilds every tensor's consumer list from the ops. */
 void graph_relink(Graph *g);
+/* Incremental relinking of one op o, for a pass that rewrites a few ops
+ * among many: unlink drops o from its inputs' consumer lists (call it before
+ * changing o's inputs or killing o); link adds it back in id order (after
+ * changing them; nothing when o is dead). On lists as graph_relink leaves
+ * them, the result is what graph_relink would give. */
+void graph_unlink_op(Graph *g, int o);
+void graph_link_op(Graph *g, int o);
 
 /* ---------------------------------------------------------------- ops.c */
 

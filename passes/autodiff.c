@@ -25,6 +25,9 @@ typedef struct AD {
     Loc loc;                /* of the forward op being differentiated */
     int layer;
     const char *name;       /* of the forward op */
+    /* forward ops reading each storage root of a forward tensor, ascending
+       (readers + rstart[r] .. rstart[r + 1]); forward ops never change here */
+    int *rstart, *readers, nt0;
 } AD;
 
 /* ---- coverage of gradient roots ---------------------------------------------------- */
@@ -261,24 +264,54 @@ static void grad_matmul(AD *ad, const Op *op, int dy)
  * contribution to da must come after that reader: the ops before this one
  * that read a all precede b's producer (they are visited after it). The
  * residual stream x + f(x) of a transformer is this case. */
-static int add_alias_b(const Graph *g, const Op *op, int a_alias)
+/* whether a forward op in [lo, hi) reads root r (a forward tensor's) */
+static int read_between(const AD *ad, int r, int lo, int hi)
 {
+    if (r >= ad->nt0)
+        return 0;
+    int a = ad->rstart[r], b = ad->rstart[r + 1];   /* first reader >= lo */
+    while (a < b) {
+        int mid = a + (b - a) / 2;
+        if (ad->readers[mid] < lo)
+            a = mid + 1;
+        else
+            b = mid;
+    }
+    return a < ad->rstart[r + 1] && ad->readers[a] < hi;
+}
+
+static int add_alias_b(const AD *ad, const Op *op, int a_alias)
+{
+    const Graph *g = ad->g;
     int a = op->in[0], b = op->in[1];
     const Tensor *tb = &g->t[b];
     if (tb->grad >= 0 || tb->view_of >= 0 || tb->kind == TK_PARAM || tb->producer < 0 ||
         tb->numel != g->t[op->out[0]].numel)
         return 0;
-    int ra = graph_root(g, a, NULL);
-    for (int o = 0; o < op->id; o++) {
-        const Op *x = &g->ops[o];
-        for (int i = 0; i < x->nin; i++) {
-            if (graph_root(g, x->in[i], NULL) == b)
-                return 0;
-            if (a_alias && graph_root(g, x->in[i], NULL) == ra && o >= tb->producer)
-                return 0;
-        }
-    }
+    if (read_between(ad, b, 0, op->id))
+        return 0;
+    if (a_alias && read_between(ad, graph_root(g, a, NULL), tb->producer, op->id))
+        return 0;
     return 1;
+}
+
+/* The readers-by-root index of the forward ops [0, nfwd). */
+static void index_readers(AD *ad, int nfwd)
+{
+    const Graph *g = ad->g;
+    int *root = graph_roots(g, NULL);
+    ad->nt0 = g->nt;
+    ad->rstart = xcalloc((size_t)g->nt + 2, sizeof *ad->rstart);
+    for (int o = 0; o < nfwd; o++)
+        for (int i = 0; i < g->ops[o].nin; i++)
+            ad->rstart[root[g->ops[o].in[i]] + 2]++;
+    for (int r = 0; r < g->nt; r++)
+        ad->rstart[r + 2] += ad->rstart[r + 1];
+    ad->readers = xmalloc(((size_t)ad->rstart[g->nt + 1] + 1) * sizeof *ad->readers);
+    for (int o = 0; o < nfwd; o++)
+        for (int i = 0; i < g->ops[o].nin; i++)
+            ad->readers[ad->rstart[root[g->ops[o].in[i]] + 1]++] = o;
+    free(root);
 }
 
 static void grad_add(AD *ad, const Op *op, int dy)
@@ -300,7 +333,7 @@ static void grad_add(AD *ad, const Op *op, int dy)
         }
     }
     if (NEEDS(1)) {
-        if (add_alias_b(g, op, a_alias)) {   /* db = dc, no copy */
+        if (add_alias_b(ad, op, a_alias)) {   /* db = dc, no copy */
             const Tensor *tb = &g->t[b];
             char *name = xasprintf("d.%s", tb->name);
             int v = make_view(ad, dy, 0, tb->rank, tb->shape, name);
@@ -476,6 +509,7 @@ void pass_autodiff(Graph *g)
     AD ad = {.g = g, .layer = -1};
     int nfwd = g->nops;
     ad.needs = find_needs(g);
+    index_readers(&ad, nfwd);
     /* gradients of parameters live in the grads region, in declaration order */
     for (int i = 0; i < g->nparams; i++) {
         Tensor *p = &g->t[g->params[i]];
@@ -531,4 +565,6 @@ void pass_autodiff(Graph *g)
     free(ad.cov);
     free(ad.ncov);
     free(ad.needs);
+    free(ad.rstart);
+    free(ad.readers);
 }

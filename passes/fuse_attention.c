@@ -42,6 +42,120 @@ typedef struct Match {
     double scale;
 } Match;
 
+/* What the pass keeps between matches, so that each costs about its own ops
+ * rather than a walk over the whole graph: the pass adds no views, so the
+ * storage roots and the viewed flags of its start hold throughout (the lse
+ * tensors it adds are roots nothing views), and every marked root is one of
+ * those tensors. touch lists, per root, the ops that read or write under it
+ * (a superset: entries are rechecked). */
+typedef struct Ctx {
+    int n0;                   /* tensors at the start */
+    int *root;                /* [n0] storage root */
+    char *viewed;             /* [n0] some tensor is a view of it */
+    char *mark;               /* [n0] roots marked by the current rewrite */
+    int *tstart, *tops;       /* ops touching each root at the start (CSR) */
+    int *xhead, *xnext, *xop, nx, capx;   /* touches added since (lists per root) */
+    int *pending, npending, cappending;   /* ops killed since the last producer sweep */
+    int swept;                /* the first producer sweep has run */
+    int linked;               /* consumer lists are graph_relink's (kept so incrementally) */
+} Ctx;
+
+static int root_of(const Ctx *c, int t) { return t < c->n0 ? c->root[t] : t; }
+
+static void add_touch(Ctx *c, int r, int op)
+{
+    if (r >= c->n0)
+        return;               /* an lse: never marked */
+    if (c->nx == c->capx) {
+        c->capx = c->capx ? 2 * c->capx : 64;
+        c->xnext = xrealloc(c->xnext, (size_t)c->capx * sizeof *c->xnext);
+        c->xop = xrealloc(c->xop, (size_t)c->capx * sizeof *c->xop);
+    }
+    c->xop[c->nx] = op;
+    c->xnext[c->nx] = c->xhead[r];
+    c->xhead[r] = c->nx++;
+}
+
+static void ctx_init(Ctx *c, const Graph *g)
+{
+    memset(c, 0, sizeof *c);
+    c->n0 = g->nt;
+    c->root = graph_roots(g, NULL);
+    c->viewed = xcalloc((size_t)g->nt + 1, 1);
+    for (int t = 0; t < g->nt; t++)
+        if (g->t[t].view_of >= 0)
+            c->viewed[g->t[t].view_of] = 1;
+    c->mark = xcalloc((size_t)g->nt + 1, 1);
+    c->tstart = xcalloc((size_t)g->nt + 2, sizeof *c->tstart);
+    for (int pass = 0; pass < 2; pass++) {   /* count, then fill */
+        for (int o = 0; o < g->nops; o++) {
+            const Op *op = &g->ops[o];
+            for (int i = 0; i < op->nin + op->nout && !op->dead; i++) {
+                int r = c->root[i < op->nin ? op->in[i] : op->out[i - op->nin]];
+                if (pass == 0)
+                    c->tstart[r + 2]++;
+                else
+                    c->tops[c->tstart[r + 1]++] = o;
+            }
+        }
+        if (pass == 0) {
+            for (int r = 0; r < g->nt; r++)
+                c->tstart[r + 2] += c->tstart[r + 1];
+            c->tops = xmalloc(((size_t)c->tstart[g->nt + 1] + 1) * sizeof *c->tops);
+        }
+    }
+    c->xhead = xmalloc(((size_t)g->nt + 1) * sizeof *c->xhead);
+    for (int t = 0; t < g->nt; t++)
+        c->xhead[t] = -1;
+}
+
+static void ctx_free(Ctx *c)
+{
+    free(c->root);
+    free(c->viewed);
+    free(c->mark);
+    free(c->tstart);
+    free(c->tops);
+    free(c->xhead);
+    free(c->xnext);
+    free(c->xop);
+    free(c->pending);
+}
+
+/* op o dies: out of the consumer lists; its outputs' producers are swept later */
+static void kill(Graph *g, Ctx *c, int o)
+{
+    graph_unlink_op(g, o);
+    g->ops[o].dead = 1;
+    if (c->npending == c->cappending) {
+        c->cappending = c->cappending ? 2 * c->cappending : 64;
+        c->pending = xrealloc(c->pending, (size_t)c->cappending * sizeof *c->pending);
+    }
+    c->pending[c->npending++] = o;
+}
+
+/* Producers of dead ops become -1: once over all tensors, then over the
+ * outputs of the ops killed since (a producer outputs its tensor: ir_verify) */
+static void sweep_producers(Graph *g, Ctx *c)
+{
+    if (!c->swept) {
+        for (int t = 0; t < g->nt; t++)
+            if (g->t[t].producer >= 0 && g->ops[g->t[t].producer].dead)
+                g->t[t].producer = -1;
+        c->swept = 1;
+    } else {
+        for (int k = 0; k < c->npending; k++) {
+            const Op *op = &g->ops[c->pending[k]];
+            for (int i = 0; i < op->nout; i++) {
+                Tensor *t = &g->t[op->out[i]];
+                if (t->producer >= 0 && g->ops[t->producer].dead)
+                    t->producer = -1;
+            }
+        }
+    }
+    c->npending = 0;
+}
+
 static int producer_is(const Graph *g, int t, OpKind kind)
 {
     int p = g->t[t].producer;
@@ -64,7 +178,7 @@ static int only_fwd_consumer(const Graph *g, int t)
 }
 
 /* Matches the pattern around softmax op `sm`; 1 on success. */
-static int match(const Graph *g, const char *viewed, int sm, Match *m)
+static int match(const Graph *g, const Ctx *c, int sm, Match *m)
 {
     const Op *soft = &g->ops[sm];
     if (soft->kind != OP_SOFTMAX || soft->phase != PH_FWD || soft->dead)
@@ -120,10 +234,10 @@ static int match(const Graph *g, const char *viewed, int sm, Match *m)
     /* internal tensors: used only by the pattern (forward) or the backward */
     for (int i = 0; i < m->nint; i++) {
         const Tensor *t = &g->t[m->internal[i]];
-        if (t->id == g->loss || (viewed[t->id] && t->id != P))
+        if (t->id == g->loss || (t->id < c->n0 && c->viewed[t->id] && t->id != P))
             return 0;
-        for (int c = 0; c < t->nconsumers; c++) {
-            const Op *op = &g->ops[t->consumers[c]];
+        for (int u = 0; u < t->nconsumers; u++) {
+            const Op *op = &g->ops[t->consumers[u]];
             int ours = 0;
             for (int j = 0; j < m->nops; j++)
                 ours |= op->id == m->ops[j];
@@ -134,77 +248,119 @@ static int match(const Graph *g, const char *viewed, int sm, Match *m)
     return 1;
 }
 
-/* mark[r] for each storage root r the fusion removes: the internal tensors
- * and their gradients. Returns 0 when a gradient aliases dx or dy. */
-static int mark_internal(const Graph *g, const Match *m, char *mark)
+/* marks (c->mark[r] = 1, listed in roots[]) each storage root r the fusion
+ * removes: the internal tensors and their gradients. Returns the count, or
+ * -1 when a gradient aliases dx or dy (roots[] as marked so far). */
+static int mark_internal(const Graph *g, Ctx *c, const Match *m, int *roots, int *n)
 {
+    *n = 0;
     for (int i = 0; i < m->nint; i++) {
         const Tensor *t = &g->t[m->internal[i]];
-        mark[graph_root(g, t->id, NULL)] = 1;
-        if (t->grad >= 0)
-            mark[graph_root(g, t->grad, NULL)] = 1;
+        int rs[2] = {root_of(c, t->id), t->grad >= 0 ? root_of(c, t->grad) : -1};
+        for (int k = 0; k < 2; k++)
+            if (rs[k] >= 0 && !c->mark[rs[k]]) {
+                c->mark[rs[k]] = 1;
+                roots[(*n)++] = rs[k];
+            }
     }
-    int roots[] = {graph_root(g, m->x, NULL), graph_root(g, m->y, NULL),
-                   g->t[m->x].grad >= 0 ? graph_root(g, g->t[m->x].grad, NULL) : -1,
-                   g->t[m->y].grad >= 0 ? graph_root(g, g->t[m->y].grad, NULL) : -1};
+    int ends[] = {root_of(c, m->x), root_of(c, m->y),
+                  g->t[m->x].grad >= 0 ? root_of(c, g->t[m->x].grad) : -1,
+                  g->t[m->y].grad >= 0 ? root_of(c, g->t[m->y].grad) : -1};
     for (int i = 0; i < 4; i++)
-        if (roots[i] >= 0 && mark[roots[i]])
+        if (ends[i] >= 0 && ends[i] < c->n0 && c->mark[ends[i]])
             return 0;
     return 1;
 }
 
-static int touches(const Graph *g, const Op *op, const char *mark)
+static int touches(const Ctx *c, const Op *op)
 {
-    for (int i = 0; i < op->nin; i++)
-        if (mark[graph_root(g, op->in[i], NULL)])
+    for (int i = 0; i < op->nin + op->nout; i++) {
+        int r = root_of(c, i < op->nin ? op->in[i] : op->out[i - op->nin]);
+        if (r < c->n0 && c->mark[r])
             return 1;
-    for (int i = 0; i < op->nout; i++)
-        if (mark[graph_root(g, op->out[i], NULL)])
-            return 1;
+    }
     return 0;
 }
 
-/* elements of the arena tensors under the marked roots */
-static double marked_elems(const Graph *g, const char *mark)
+static int int_cmp(const void *a, const void *b)
 {
+    int x = *(const int *)a, y = *(const int *)b;
+    return (x > y) - (x < y);
+}
+
+/* The live backward ops touching a marked root, ascending, into bwd[]; the count. */
+static int marked_bwd_ops(const Graph *g, const Ctx *c, const int *roots, int nroots, int **bwd)
+{
+    int n = 0, cap = 16;
+    int *v = xmalloc((size_t)cap * sizeof *v);
+    for (int k = 0; k < nroots; k++) {
+        int r = roots[k];
+        for (int pass = 0; pass < 2; pass++)
+            for (int e = pass ? c->xhead[r] : c->tstart[r]; pass ? e >= 0 : e < c->tstart[r + 1];
+                 e = pass ? c->xnext[e] : e + 1) {
+                if (n == cap)
+                    v = xrealloc(v, (size_t)(cap *= 2) * sizeof *v);
+                v[n++] = pass ? c->xop[e] : c->tops[e];
+            }
+    }
+    qsort(v, (size_t)n, sizeof *v, int_cmp);
+    int m = 0;
+    for (int i = 0; i < n; i++) {
+        const Op *op = &g->ops[v[i]];
+        if ((m > 0 && v[m - 1] == v[i]) || op->dead || op->phase != PH_BWD || !touches(c, op))
+            continue;
+        v[m++] = v[i];
+    }
+    *bwd = v;
+    return m;
+}
+
+/* elements of the arena tensors under the marked roots (added in id order) */
+static double marked_elems(const Graph *g, int *roots, int nroots)
+{
+    qsort(roots, (size_t)nroots, sizeof *roots, int_cmp);
     double n = 0;
-    for (int t = 0; t < g->nt; t++)
-        if (mark[t] && g->t[t].view_of < 0)
-            n += (double)g->t[t].numel;
+    for (int k = 0; k < nroots; k++)
+        if (g->t[roots[k]].view_of < 0)
+            n += (double)g->t[roots[k]].numel;
     return n;
 }
 
 /* Rewrites one match; 1 when done, 0 when the backward does not fit. */
-static int rewrite(Graph *g, const Match *m)
+static int rewrite(Graph *g, Ctx *c, const Match *m)
 {
-    char *mark = xcalloc((size_t)g->nt, 1);
-    int ok = mark_internal(g, m, mark);
+    int roots[2 * NINT], nroots;
+    int ok = mark_internal(g, c, m, roots, &nroots);
     /* the backward ops to kill, and the one writing dx */
-    int dx = g->t[m->x].grad, dxroot = dx >= 0 ? graph_root(g, dx, NULL) : -1, writer = -1, nbwd = 0;
-    int *bwd = xmalloc((size_t)g->nops * sizeof(int));
-    for (int o = 0; o < g->nops && ok; o++) {
-        const Op *op = &g->ops[o];
-        if (op->dead || op->phase != PH_BWD || !touches(g, op, mark))
-            continue;
-        bwd[nbwd++] = o;
+    int dx = g->t[m->x].grad, dxroot = dx >= 0 ? root_of(c, dx) : -1, writer = -1, nbwd = 0;
+    int *bwd = NULL;
+    if (ok)
+        nbwd = marked_bwd_ops(g, c, roots, nroots, &bwd);
+    for (int k = 0; k < nbwd && ok; k++) {
+        const Op *op = &g->ops[bwd[k]];
         for (int i = 0; i < op->nout && ok; i++) {
-            int r = graph_root(g, op->out[i], NULL);
-            if (mark[r])
+            int r = root_of(c, op->out[i]);
+            if (r < c->n0 && c->mark[r])
                 continue;
             if (r != dxroot || op->out[i] != dx || writer >= 0)
                 ok = 0;           /* writes something else outside the pattern */
             else
-                writer = o;
+                writer = bwd[k];
         }
     }
     if (ok && nbwd && (writer < 0 || g->t[m->y].grad < 0))
         ok = 0;
+    double saved = ok ? marked_elems(g, roots, nroots) : 0;
+    for (int k = 0; k < nroots; k++)
+        c->mark[roots[k]] = 0;
     if (!ok) {
-        free(mark);
         free(bwd);
         return 0;
     }
-    double saved = marked_elems(g, mark);
+    if (!c->linked) {         /* from here on the consumer lists are kept exact */
+        graph_relink(g);
+        c->linked = 1;
+    }
     const Op *perm = &g->ops[m->permute_op];
     long B = g->t[m->internal[1]].shape[0], NH = g->t[m->internal[1]].shape[1], T = g->t[m->internal[1]].shape[2];
     /* lse: one fp32 per (batch, head, row) */
@@ -219,7 +375,7 @@ static int rewrite(Graph *g, const Match *m)
     int nlist = perm->nlist;
     memcpy(list, perm->list, sizeof list);
     for (int i = 0; i < m->nops; i++)
-        g->ops[m->ops[i]].dead = 1;
+        kill(g, c, m->ops[i]);
     for (int i = 0; i < m->nint; i++)
         g->t[m->internal[i]].producer = -1;
     Op *f = &g->ops[fid];
@@ -235,11 +391,14 @@ static int rewrite(Graph *g, const Match *m)
     f->attr[0] = m->scale, f->attr[1] = m->heads_out;
     memcpy(f->list, list, sizeof list);
     f->nlist = nlist;
+    graph_link_op(g, fid);
+    for (int i = 0; i < f->nin + f->nout; i++)
+        add_touch(c, root_of(c, i < f->nin ? f->in[i] : f->out[i - f->nin]), fid);
     g->t[m->y].producer = fid;
     g->t[lse].producer = fid;
     if (nbwd) {
         for (int i = 0; i < nbwd; i++)
-            g->ops[bwd[i]].dead = 1;
+            kill(g, c, bwd[i]);
         Op *b = &g->ops[writer];
         int acc = b->acc & 1;
         char *bname = xasprintf("bwd.%s", fname);
@@ -255,32 +414,29 @@ static int rewrite(Graph *g, const Match *m)
         b->attr[0] = m->scale, b->attr[1] = m->heads_out;
         memcpy(b->list, list, sizeof list);
         b->nlist = nlist;
-        for (int t = 0; t < g->nt; t++)       /* producers of the dead gradients */
-            if (g->t[t].producer >= 0 && g->ops[g->t[t].producer].dead)
-                g->t[t].producer = -1;
+        graph_link_op(g, writer);
+        for (int i = 0; i < b->nin + b->nout; i++)
+            add_touch(c, root_of(c, i < b->nin ? b->in[i] : b->out[i - b->nin]), writer);
+        sweep_producers(g, c);    /* producers of the dead gradients */
         if (g->t[dx].producer < 0 || g->t[dx].producer == writer)
             g->t[dx].producer = writer;
     }
     fuse_note(g, "attention", saved - (double)(B * NH * T));
-    free(mark);
     free(bwd);
-    graph_relink(g);
     return 1;
 }
 
 void pass_fuse_attention(Graph *g)
 {
     int nops = g->nops;
+    Ctx c;
+    ctx_init(&c, g);
     for (int o = 0; o < nops; o++) {
         if (g->ops[o].kind != OP_SOFTMAX || g->ops[o].dead)
             continue;
-        char *viewed = xcalloc((size_t)g->nt, 1);
-        for (int t = 0; t < g->nt; t++)
-            if (g->t[t].view_of >= 0)
-                viewed[g->t[t].view_of] = 1;
         Match m;
-        if (match(g, viewed, o, &m))
-            rewrite(g, &m);
-        free(viewed);
+        if (match(g, &c, o, &m))
+            rewrite(g, &c, &m);
     }
+    ctx_free(&c);
 }

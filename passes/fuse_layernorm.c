@@ -21,9 +21,21 @@
  */
 #include "passes.h"
 
+/* writes[r] += d for each output of op stored under root r */
+static void count_writes(const Graph *g, const int *root, const Op *op, int *writes, int d)
+{
+    for (int i = 0; i < op->nout; i++)
+        writes[root[op->out[i]]] += d;
+}
+
 void pass_fuse_layernorm(Graph *g)
 {
     int nops = g->nops;
+    int *root = graph_roots(g, NULL);                 /* no view changes here */
+    int *writes = xcalloc((size_t)g->nt + 1, sizeof *writes);   /* live ops' outputs per root */
+    for (int k = 0; k < g->nops; k++)
+        if (!g->ops[k].dead)
+            count_writes(g, root, &g->ops[k], writes, 1);
     for (int o = 0; o < nops; o++) {
         const Op *ln = &g->ops[o];
         if (ln->kind != OP_LAYERNORM || ln->phase != PH_FWD || ln->dead || ln->acc)
@@ -38,14 +50,15 @@ void pass_fuse_layernorm(Graph *g)
             g->t[a->in[0]].numel != X->numel || g->t[a->in[1]].numel != X->numel ||
             g->t[a->in[0]].dtype != X->dtype || g->t[a->in[1]].dtype != X->dtype)
             continue;
-        /* nobody else writes x */
-        int other = 0;
-        for (int k = 0; k < g->nops && !other; k++)
-            for (int i = 0; i < g->ops[k].nout && k != ad && !g->ops[k].dead; i++)
-                other |= graph_root(g, g->ops[k].out[i], NULL) == x;
-        if (other)
+        /* nobody else writes x: every write under root x is the add's own */
+        int own = 0;
+        for (int i = 0; i < a->nout; i++)
+            own += root[a->out[i]] == x;
+        if (writes[x] != own)
             continue;
         Op *f = &g->ops[o];
+        count_writes(g, root, f, writes, -1);
+        count_writes(g, root, &g->ops[ad], writes, -1);
         int in[4] = {a->in[0], a->in[1], f->in[1], f->in[2]};
         int out[4] = {x, f->out[0], f->out[1], f->out[2]};
         f->kind = OP_ADD_LAYERNORM;
@@ -54,7 +67,10 @@ void pass_fuse_layernorm(Graph *g)
             f->in[i] = in[i], f->out[i] = out[i];
         g->t[x].producer = o;
         g->ops[ad].dead = 1;
+        count_writes(g, root, f, writes, 1);
         fuse_note(g, "layernorm", 0);   /* no tensor leaves the plan */
     }
+    free(writes);
+    free(root);
     graph_relink(g);
 }

@@ -174,43 +174,107 @@ static size_t live_profile(const Buf *b, int n, int nsched, size_t *profile)
     return peak;
 }
 
+/* The placed buffers in offset order (ties: in placement order), in chunks
+ * of at most CHUNK, each with the earliest first and the latest last step of
+ * its buffers: the scan below skips a chunk none of whose buffers is live
+ * with the one being placed, and an insertion moves at most one chunk. */
+enum { CHUNK = 16 };
+typedef struct Chunk {
+    int n, minf, maxl;
+    int first[CHUNK], last[CHUNK];
+    size_t off[CHUNK], end[CHUNK];
+} Chunk;
+typedef struct Placed { Chunk **c; int nc, cap; } Placed;
+
+static void chunk_sum(Chunk *c)
+{
+    c->minf = INT32_MAX, c->maxl = INT32_MIN;
+    for (int i = 0; i < c->n; i++) {
+        c->minf = c->first[i] < c->minf ? c->first[i] : c->minf;
+        c->maxl = c->last[i] > c->maxl ? c->last[i] : c->maxl;
+    }
+}
+
+/* inserts (f, l, off, end) after every placed offset <= off */
+static void placed_insert(Placed *p, int f, int l, size_t off, size_t end)
+{
+    int ci = 0, lo = 0, hi = p->nc;   /* the last chunk starting at or below off */
+    while (lo < hi) {
+        int mid = (lo + hi) / 2;
+        if (p->c[mid]->off[0] <= off)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    ci = lo > 0 ? lo - 1 : 0;
+    if (p->nc == 0) {
+        p->c[0] = xcalloc(1, sizeof(Chunk));
+        p->nc = 1;
+    }
+    Chunk *c = p->c[ci];
+    if (c->n == CHUNK) {              /* split: the upper half into a new chunk */
+        Chunk *d = xcalloc(1, sizeof(Chunk));
+        int h = CHUNK / 2;
+        d->n = CHUNK - h;
+        memcpy(d->first, c->first + h, (size_t)d->n * sizeof(int));
+        memcpy(d->last, c->last + h, (size_t)d->n * sizeof(int));
+        memcpy(d->off, c->off + h, (size_t)d->n * sizeof(size_t));
+        memcpy(d->end, c->end + h, (size_t)d->n * sizeof(size_t));
+        c->n = h;
+        chunk_sum(c);
+        chunk_sum(d);
+        memmove(p->c + ci + 2, p->c + ci + 1, (size_t)(p->nc - ci - 1) * sizeof *p->c);
+        p->c[ci + 1] = d;
+        p->nc++;
+        if (d->off[0] <= off)
+            c = d;
+    }
+    int i = c->n;                     /* upper bound of off in c */
+    while (i > 0 && c->off[i - 1] > off) {
+        c->first[i] = c->first[i - 1], c->last[i] = c->last[i - 1];
+        c->off[i] = c->off[i - 1], c->end[i] = c->end[i - 1];
+        i--;
+    }
+    c->first[i] = f, c->last[i] = l, c->off[i] = off, c->end[i] = end;
+    c->n++;
+    c->minf = c->n == 1 || f < c->minf ? f : c->minf;
+    c->maxl = c->n == 1 || l > c->maxl ? l : c->maxl;
+}
+
 /* Best fit: places the buffers in `order`, each in the smallest gap between
  * already placed buffers that are live at the same time as it (or above
- * them all). placed[] is scratch kept sorted by offset. Returns the top. */
-static size_t place(const Buf *b, int n, const int *order, size_t *off, int *placed)
+ * them all). p: scratch, emptied. Returns the top. */
+static size_t place(const Buf *b, int n, const int *order, size_t *off, Placed *p)
 {
-    int np = 0;
     size_t top = 0;
     for (int k = 0; k < n; k++) {
         const Buf *x = &b[order[k]];
-        size_t prev = 0, best = SIZE_MAX, bestgap = SIZE_MAX;
-        for (int j = 0; j < np; j++) {
-            const Buf *y = &b[placed[j]];
-            if (y->first > x->last || x->first > y->last)
-                continue;
-            size_t o = off[placed[j]];
-            if (o >= prev + x->size && o - prev < bestgap)
-                bestgap = o - prev, best = prev;
-            if (o + y->size > prev)
-                prev = o + y->size;
+        int xf = x->first, xl = x->last;
+        size_t prev = 0, best = SIZE_MAX, bestgap = SIZE_MAX, size = x->size;
+        for (int ci = 0; ci < p->nc; ci++) {
+            const Chunk *c = p->c[ci];
+            if (c->minf > xl || xf > c->maxl)
+                continue;             /* none live with x: no gap, no end */
+            for (int j = 0; j < c->n; j++) {
+                if (c->first[j] > xl || xf > c->last[j])
+                    continue;
+                size_t o = c->off[j];
+                if (o >= prev + size && o - prev < bestgap)
+                    bestgap = o - prev, best = prev;
+                if (c->end[j] > prev)
+                    prev = c->end[j];
+            }
         }
         if (best == SIZE_MAX)
             best = prev;
         off[order[k]] = best;
-        if (best + x->size > top)
-            top = best + x->size;
-        int lo = 0, hi = np;   /* insert after every placed offset <= best */
-        while (lo < hi) {
-            int mid = (lo + hi) / 2;
-            if (off[placed[mid]] <= best)
-                lo = mid + 1;
-            else
-                hi = mid;
-        }
-        memmove(placed + lo + 1, placed + lo, (size_t)(np - lo) * sizeof *placed);
-        placed[lo] = order[k];
-        np++;
+        if (best + size > top)
+            top = best + size;
+        placed_insert(p, xf, xl, best, best + size);
     }
+    for (int ci = 0; ci < p->nc; ci++)
+        free(p->c[ci]);
+    p->nc = 0;
     return top;
 }
 
@@ -283,19 +347,19 @@ static size_t plan_buffers(const Graph *g, const Buf *b, int n, size_t *off)
         range_max(b, n, profile, g->nsched, breadth);
     Key *keys = xmalloc(((size_t)n + 1) * sizeof *keys);
     int *order = xmalloc(((size_t)n + 1) * sizeof *order);
-    int *scratch = xmalloc(((size_t)n + 1) * sizeof *scratch);
+    Placed scratch = {xmalloc(((size_t)n + 1) * sizeof(Chunk *)), 0, n + 1};
     size_t *trial = xmalloc(((size_t)n + 1) * sizeof *trial);
     size_t best = SIZE_MAX;
     for (int h = 0; h < H_COUNT; h++) {
         make_order(b, n, h, breadth, keys, order);
-        size_t top = place(b, n, order, trial, scratch);
+        size_t top = place(b, n, order, trial, &scratch);
         if (top < best) {
             best = top;
             memcpy(off, trial, (size_t)n * sizeof *off);
         }
     }
     free(trial);
-    free(scratch);
+    free(scratch.c);
     free(order);
     free(keys);
     free(breadth);

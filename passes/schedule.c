@@ -26,7 +26,19 @@
  * roots' accesses (from the end). */
 typedef struct Access { int pos; size_t lo, hi; } Access;
 
-static void last_touch(const Graph *g, const int *order, int n, const int *opt, int nopt, int *last)
+/* (root, offset, index) of the first input of an update, for grouping by root */
+typedef struct Slice { int root; size_t off; int k; } Slice;
+
+static int slice_cmp(const void *pa, const void *pb)
+{
+    const Slice *a = pa, *b = pb;
+    if (a->root != b->root)
+        return (a->root > b->root) - (a->root < b->root);
+    return (a->k > b->k) - (a->k < b->k);
+}
+
+static void last_touch(const Graph *g, const int *root, const size_t *roff, const int *order, int n,
+                       const int *opt, int nopt, int *last)
 {
     Access **acc = xcalloc((size_t)g->nt, sizeof *acc);
     int *nacc = xcalloc((size_t)g->nt, sizeof(int)), *cap = xcalloc((size_t)g->nt, sizeof(int));
@@ -34,8 +46,8 @@ static void last_touch(const Graph *g, const int *order, int n, const int *opt, 
         const Op *op = &g->ops[order[j]];
         for (int i = 0; i < op->nin + op->nout; i++) {
             int t = i < op->nin ? op->in[i] : op->out[i - op->nin];
-            size_t off;
-            int r = graph_root(g, t, &off);
+            size_t off = roff[t];
+            int r = root[t];
             if (nacc[r] == cap[r]) {
                 cap[r] = cap[r] ? 2 * cap[r] : 8;
                 acc[r] = xrealloc(acc[r], (size_t)cap[r] * sizeof(Access));
@@ -49,8 +61,8 @@ static void last_touch(const Graph *g, const int *order, int n, const int *opt, 
         for (int w = 0; w < u->nin; w++) {   /* the parameter (slice), the gradient, the bf16 copy */
             if (w == 2 || w == 3)            /* m and v: only the update touches them */
                 continue;
-            size_t off;
-            int r = graph_root(g, u->in[w], &off);
+            size_t off = roff[u->in[w]];
+            int r = root[u->in[w]];
             size_t lo = off, hi = off + g->t[u->in[w]].bytes;
             for (int e = nacc[r] - 1; e >= 0 && acc[r][e].pos > last[k]; e--)
                 if (acc[r][e].lo < hi && lo < acc[r][e].hi) {
@@ -62,18 +74,28 @@ static void last_touch(const Graph *g, const int *order, int n, const int *opt, 
     /* an op of the list never runs before an earlier one of the list that
      * touches the same bytes of its first input (a ZeRO all-gather after its
      * update) */
+    /* (only updates of one root can overlap: grouped by root, in list order) */
+    Slice *sl = xmalloc(((size_t)nopt + 1) * sizeof *sl);
     for (int k = 0; k < nopt; k++) {
-        size_t off;
-        const Op *u = &g->ops[opt[k]];
-        int r = graph_root(g, u->in[0], &off);
-        for (int j = 0; j < k; j++) {
-            size_t oj;
-            const Op *e = &g->ops[opt[j]];
-            if (graph_root(g, e->in[0], &oj) == r && oj < off + g->t[u->in[0]].bytes &&
-                off < oj + g->t[e->in[0]].bytes && last[j] > last[k])
-                last[k] = last[j];
+        int t = g->ops[opt[k]].in[0];
+        sl[k] = (Slice){root[t], roff[t], k};
+    }
+    qsort(sl, (size_t)nopt, sizeof *sl, slice_cmp);
+    for (int a = 0, b; a < nopt; a = b) {
+        for (b = a; b < nopt && sl[b].root == sl[a].root; b++)
+            ;
+        for (int x = a + 1; x < b; x++) {
+            int k = sl[x].k;
+            size_t off = sl[x].off, bytes = g->t[g->ops[opt[k]].in[0]].bytes;
+            for (int y = a; y < x; y++) {
+                int j = sl[y].k;
+                if (sl[y].off < off + bytes && off < sl[y].off + g->t[g->ops[opt[j]].in[0]].bytes &&
+                    last[j] > last[k])
+                    last[k] = last[j];
+            }
         }
     }
+    free(sl);
     for (int t = 0; t < g->nt; t++)
         free(acc[t]);
     free(acc);
@@ -103,7 +125,7 @@ static void add_edge(Deps *d, int a, int b)
  * key of the ops that read its outputs (transitively), so it runs right
  * before the first op that needs it rather than whenever nothing else is
  * ready. */
-static int *recompute_priorities(const Graph *g, const int *ops, int n, const char *member)
+static int *recompute_priorities(const Graph *g, const int *root, const int *ops, int n, const char *member)
 {
     int *prio = xmalloc((size_t)g->nops * sizeof(int)), any = 0;
     for (int o = 0; o < g->nops; o++) {
@@ -115,7 +137,7 @@ static int *recompute_priorities(const Graph *g, const int *ops, int n, const ch
         for (int k = 0; k < n; k++) {
             const Op *op = &g->ops[ops[k]];
             for (int i = 0; i < op->nin; i++) {
-                int p = g->t[graph_root(g, op->in[i], NULL)].producer;
+                int p = g->t[root[op->in[i]]].producer;
                 if (p >= 0 && member[p] && g->ops[p].phase == PH_RECOMPUTE && prio[op->id] < prio[p]) {
                     prio[p] = prio[op->id];
                     changed = 1;
@@ -135,7 +157,7 @@ static int *recompute_priorities(const Graph *g, const int *ops, int n, const ch
 }
 
 /* Orders ops[0..n) (ids, ascending) topologically; writes the order to out. */
-static void topo_order(const Graph *g, const int *ops, int n, int *out)
+static void topo_order(const Graph *g, const int *root, const int *ops, int n, int *out)
 {
     Deps d = {0};
     d.head = xmalloc((size_t)g->nops * sizeof(int));
@@ -151,7 +173,7 @@ static void topo_order(const Graph *g, const int *ops, int n, int *out)
     for (int k = 0; k < n; k++) {
         const Op *op = &g->ops[ops[k]];
         for (int i = 0; i < op->nin; i++) {
-            int r = graph_root(g, op->in[i], NULL);
+            int r = root[op->in[i]];
             if (r != op->in[i])          /* a view: after the op that made it */
                 add_edge(&d, g->t[op->in[i]].producer, op->id);
             if (g->t[r].producer > op->id) {   /* made by an op inserted later: after it */
@@ -163,7 +185,7 @@ static void topo_order(const Graph *g, const int *ops, int n, int *out)
             readers[r][nreaders[r]++] = op->id;
         }
         for (int i = 0; i < op->nout && op_info[op->kind].cls != OPC_VIEW; i++) {
-            int r = graph_root(g, op->out[i], NULL);
+            int r = root[op->out[i]];
             add_edge(&d, last_w[r], op->id);
             for (int j = 0; j < nreaders[r]; j++)
                 add_edge(&d, readers[r][j], op->id);
@@ -181,7 +203,7 @@ static void topo_order(const Graph *g, const int *ops, int n, int *out)
     char *member = xcalloc((size_t)g->nops, 1);
     for (int k = 0; k < n; k++)
         member[ops[k]] = 1;
-    int *prio = recompute_priorities(g, ops, n, member);
+    int *prio = recompute_priorities(g, root, ops, n, member);
     long M = 2L * g->nops + 2, *key = xmalloc((size_t)g->nops * sizeof(long));
     for (int o = 0; o < g->nops; o++)
         key[o] = g->ops[o].kind == OP_GATHER ? LONG_MAX
@@ -189,7 +211,7 @@ static void topo_order(const Graph *g, const int *ops, int n, int *out)
     for (int k = 0; k < n; k++) {
         const Op *op = &g->ops[ops[k]];
         for (int i = 0; i < op->nin; i++) {
-            int w = g->t[graph_root(g, op->in[i], NULL)].producer;
+            int w = g->t[root[op->in[i]]].producer;
             if (w >= 0 && g->ops[w].kind == OP_GATHER && key[op->id] - 1 < key[w])
                 key[w] = key[op->id] - 1;
         }
@@ -251,7 +273,9 @@ void pass_schedule(Graph *g, ScheduleKind kind)
                                 (g->ops[o].phase == PH_COMM && !after_update(&g->ops[o]))))
             fb[nfb++] = o;
     int *ordered = xmalloc((size_t)(nfb ? nfb : 1) * sizeof(int));
-    topo_order(g, fb, nfb, ordered);
+    size_t *roff;
+    int *root = graph_roots(g, &roff);     /* the schedule changes no view */
+    topo_order(g, root, fb, nfb, ordered);
     free(fb);
     fb = ordered;
     for (int o = 0; o < g->nops; o++)
@@ -265,21 +289,23 @@ void pass_schedule(Graph *g, ScheduleKind kind)
         g->schedule_name = "plain";
     } else {
         int *last = xmalloc((size_t)(nopt ? nopt : 1) * sizeof(int));
-        last_touch(g, fb, nfb, opt, nopt, last);
-        /* a layer's updates after the last op touching any of them */
-        for (int k = 0; k < nopt; k++)
-            for (int j = 0; j < nopt; j++)
-                if (g->ops[opt[j]].layer == g->ops[opt[k]].layer && last[j] > last[k])
-                    last[k] = last[j];
+        last_touch(g, root, roff, fb, nfb, opt, nopt, last);
         /* placed in order of layer, then creation, so each group is consecutive */
         int *by_layer = xmalloc((size_t)(nopt ? nopt : 1) * sizeof(int));
-        for (int k = 0; k < nopt; k++) {
-            int i = k;
-            while (i > 0 && g->ops[opt[by_layer[i - 1]]].layer > g->ops[opt[k]].layer) {
-                by_layer[i] = by_layer[i - 1];
-                i--;
-            }
-            by_layer[i] = k;
+        Slice *sl = xmalloc(((size_t)nopt + 1) * sizeof *sl);   /* (layer, -, k): sorted */
+        for (int k = 0; k < nopt; k++)
+            sl[k] = (Slice){g->ops[opt[k]].layer, 0, k};
+        qsort(sl, (size_t)nopt, sizeof *sl, slice_cmp);
+        for (int k = 0; k < nopt; k++)
+            by_layer[k] = sl[k].k;
+        free(sl);
+        /* a layer's updates after the last op touching any of them */
+        for (int a = 0, b; a < nopt; a = b) {
+            int mx = INT_MIN;
+            for (b = a; b < nopt && g->ops[opt[by_layer[b]]].layer == g->ops[opt[by_layer[a]]].layer; b++)
+                mx = last[by_layer[b]] > mx ? last[by_layer[b]] : mx;
+            for (int i = a; i < b; i++)
+                last[by_layer[i]] = mx;
         }
         /* each update right after the last op touching its slice (untouched: first) */
         for (int k = 0; k < nopt; k++)
@@ -314,4 +340,6 @@ void pass_schedule(Graph *g, ScheduleKind kind)
         g->ops[g->sched[k]].step = k;
     free(fb);
     free(opt);
+    free(root);
+    free(roff);
 }
