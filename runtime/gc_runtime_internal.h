@@ -380,6 +380,9 @@ int gcrt_data_start(gcrt_run *st);
 int gcrt_data_next(gcrt_run *st, int *shard, long *batch);
 /* Milliseconds spent preparing batches so far (on whichever thread). */
 double gcrt_data_prep_ms(const gcrt_run *st);
+/* Milliseconds the main thread spent in gcrt_data_next so far, inside the
+ * steps' time: waiting for the prefetch thread, or preparing (--no-prefetch). */
+double gcrt_data_wait_ms(const gcrt_run *st);
 void gcrt_data_close(gcrt_run *st);
 /* Where the training stream stands, into s (data_epoch, data_pos, data_rng). */
 void gcrt_data_position(const gcrt_run *st, gcrt_state *s);

@@ -17,6 +17,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "gc_runtime_internal.h"
 
@@ -48,6 +49,9 @@ struct gcrt_loader {
     pthread_mutex_t mu;
     pthread_cond_t cv;
     double prep_ms;              /* time spent preparing batches (summed) */
+    double wait_ms;              /* the main thread's time in gcrt_data_next: waiting for the
+                                    prefetch thread, or preparing (--no-prefetch) (summed) */
+    long test_delay_ms;          /* GC_DATA_TEST_DELAY_MS (tests only): each batch takes this long */
 };
 
 enum { GCRT_STREAM_DATA = 4 };
@@ -130,6 +134,10 @@ static void prepare(gcrt_loader *L)
         gcrt_shard_next(&L->cur, L->in, L->tg, L->BT);
     if (++L->k == L->first[L->n])
         L->k = 0, L->epoch++;
+    if (L->test_delay_ms > 0) {
+        struct timespec ts = {L->test_delay_ms / 1000, (L->test_delay_ms % 1000) * 1000000L};
+        nanosleep(&ts, NULL);
+    }
     L->prep_ms += gcrt_now_ms() - t0;
 }
 
@@ -203,6 +211,8 @@ int gcrt_data_open(gcrt_run *st)
     long gbt = st->BT * st->ctx.nranks;   /* one global batch (split programs: of every rank) */
     L->BT = gbt, L->rank = st->ctx.rank, L->nranks = st->ctx.nranks, L->V = p->V, L->seed = st->o.seed, L->shuffle = st->o.shuffle;
     L->cur_idx = -1, L->order_epoch = -1;
+    const char *delay = getenv("GC_DATA_TEST_DELAY_MS");
+    L->test_delay_ms = delay ? strtol(delay, NULL, 10) : 0;
     if (st->o.data) {
         if (open_files(st, L))
             return 1;
@@ -270,11 +280,13 @@ int gcrt_data_start(gcrt_run *st)
 int gcrt_data_next(gcrt_run *st, int *shard, long *batch)
 {
     gcrt_loader *L = st->loader;
+    double t0 = gcrt_now_ms();
     if (L->threaded) {
         pthread_mutex_lock(&L->mu);
         while (!L->ready)
             pthread_cond_wait(&L->cv, &L->mu);
         pthread_mutex_unlock(&L->mu);
+        L->wait_ms += gcrt_now_ms() - t0;
     }
     if (L->failed)
         return gcrt_errorf("%s", L->err);
@@ -289,6 +301,7 @@ int gcrt_data_next(gcrt_run *st, int *shard, long *batch)
         pthread_mutex_unlock(&L->mu);
     } else {
         prepare(L);
+        L->wait_ms += gcrt_now_ms() - t0;
     }
     return 0;
 }
@@ -321,7 +334,22 @@ int gcrt_data_seek(gcrt_run *st, const gcrt_state *s)
     return 0;
 }
 
-double gcrt_data_prep_ms(const gcrt_run *st) { return st->loader ? st->loader->prep_ms : 0; }
+double gcrt_data_prep_ms(const gcrt_run *st)
+{
+    gcrt_loader *L = st->loader;
+    if (!L)
+        return 0;
+    if (!L->threaded)
+        return L->prep_ms;
+    pthread_mutex_lock(&L->mu);   /* the prefetch thread may be preparing the batch after the last: let it finish */
+    while (L->want && !L->quit)
+        pthread_cond_wait(&L->cv, &L->mu);
+    double ms = L->prep_ms;
+    pthread_mutex_unlock(&L->mu);
+    return ms;
+}
+
+double gcrt_data_wait_ms(const gcrt_run *st) { return st->loader ? st->loader->wait_ms : 0; }
 
 void gcrt_data_close(gcrt_run *st)
 {

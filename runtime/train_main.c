@@ -426,9 +426,11 @@ static int train(gcrt_run *st, int *stopped)
         if (st->prof) {
             gcrt_print_profile(st, timed, mean);
             long n = st->o.steps - st->first_step + 1;
-            printf("data: %.3f ms/step preparing batches, %s\n", gcrt_data_prep_ms(st) / (double)(n > 0 ? n : 1),
-                   st->o.no_prefetch ? "on the main thread (--no-prefetch): inside ms/step"
-                                     : "on the prefetch thread while the step runs: not inside ms/step");
+            double per = (double)(n > 0 ? n : 1);
+            printf("data: %.3f ms/step preparing batches, %s; %.3f ms/step of the step waiting for them\n",
+                   gcrt_data_prep_ms(st) / per,
+                   st->o.no_prefetch ? "on the main thread (--no-prefetch)" : "on the prefetch thread while the step runs",
+                   gcrt_data_wait_ms(st) / per);
         }
     } else if (st->have_val && st->first_step == 1) {
         double val;

@@ -7,7 +7,7 @@
 #   build    (fixture) gcompile --target cuda + the emulator build, in WORKDIR/bin
 #   data     shards by glob, in order and shuffled (each batch once per epoch,
 #            the same order for a seed, another for another seed), prefetch
-#            on vs off bit-identical, --print-every, plain text = its shard
+#            on vs off bit-identical and off the step's critical path, --print-every, plain text = its shard
 #   faults   --help; non-finite loss (stop naming the step and the last good
 #            checkpoint; --skip-nonfinite counted in the log), a full disk
 #            while saving, corrupt/truncated model, state and shard files
@@ -107,6 +107,18 @@ data)
     [ "$(sed -n 's/^step *\([0-9]*\)\/18 | loss .*/\1/p' out.txt | tr '\n' ' ')" = "4 8 12 16 18 " ] ||
         { cat out.txt; fail "--print-every 4"; }
     echo "ok: prefetch on and off, bit-identical losses over 18 steps"
+    # the prefetch thread's time is off the step's critical path (--profile): each batch
+    # takes 100 ms to prepare (GC_DATA_TEST_DELAY_MS), a profiled step here >= 200 ms
+    waited() { sed -n 's/^data: \([0-9.]*\) ms\/step preparing batches, .*; \([0-9.]*\) ms\/step of the step waiting for them$/\1 \2/p' out.txt; }
+    GC_DATA_TEST_DELAY_MS=100 run_ok --data 'd/s_*.bin' --steps 4 --profile
+    set -- $(waited)
+    [ $# -eq 2 ] && awk -v p="$1" -v w="$2" 'BEGIN { exit !(p >= 100 && w < 25) }' ||
+        { tail -n 3 out.txt; fail "prefetch: the batches' time is on the step's critical path"; }
+    echo "prefetch: $1 ms/step preparing, $2 ms/step waited for"
+    GC_DATA_TEST_DELAY_MS=100 run_ok --data 'd/s_*.bin' --steps 4 --profile --no-prefetch
+    set -- $(waited)
+    [ $# -eq 2 ] && awk -v w="$2" 'BEGIN { exit !(w >= 90) }' || { tail -n 3 out.txt; fail "--no-prefetch: no wait measured"; }
+    echo "--no-prefetch: $1 ms/step preparing, $2 ms/step waited for"
     # another seed, another order (the first 9 steps suffice)
     run_ok --data 'd/s_*.bin' --shuffle --steps 9 --log c.jsonl --seed 7
     pairs c.jsonl | cmp -s - e0.txt && fail "another seed gave the same order"
