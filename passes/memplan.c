@@ -366,8 +366,12 @@ static size_t best_fit_tree(Tree *t, const Buf *x)
         t->captmp = 2 * m;
         t->tmp = xrealloc(t->tmp, (size_t)t->captmp * sizeof *t->tmp);
     }
+    if (m == 0)
+        return 0;                     /* nothing live with x */
     m = 0;
     for (int i = 0; i < t->ngot; i++) {
+        if (t->got[i]->n == 0)
+            continue;
         memcpy(t->tmp + m, t->got[i]->r, (size_t)t->got[i]->n * sizeof *t->tmp);
         m += t->got[i]->n;
     }
