@@ -17,17 +17,9 @@
 #   --record   append the output, dated, with the machine, to bench/RESULTS.md
 set -eu
 cd "$(dirname "$0")/.."
-record=0
-if [ "${1:-}" = "--record" ]; then
-    record=1
-    shift
-fi
-build=${1:-build}
-steps=${2:-5}
-rounds=${3:-2}
+. bench/lib.sh
+bench_args 5 2 "$@"
 gc="$build/gcompile"
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
 out="$tmp/out.txt"
 {
 echo "## plans at a budget"
@@ -55,7 +47,7 @@ timed() {  # timed LABEL ARGS...: best wall and CPU of three compiles
     best=""
     for i in 1 2 3; do
         /usr/bin/time -f "%e %U %S" -o "$tmp/time.txt" "$gc" models/gpt2.graph "$@" >/dev/null 2>&1 || true
-        cur=$(awk '{ printf "%.2f %.2f", $1, $2 + $3 }' "$tmp/time.txt")
+        cur=$(awk 'END { printf "%.2f %.2f", $1, $2 + $3 }' "$tmp/time.txt")   # a failed run's status line comes first
         best=$(printf '%s\n%s\n' "$best" "$cur" | awk 'NF && (b == "" || $1 < w) { w = $1; b = $0 } END { print b }')
     done
     printf '%-44s wall %s s, CPU %s s\n' "$label" "${best% *}" "${best#* }"
@@ -106,13 +98,4 @@ awk '{ r = $2 / $3; if (r < 0.75 || r > 1.25) bad = 1 } END { print (bad ? "NOT 
     "$tmp/table"
 [ "$po" = "$mo" ] && echo "same order" || echo "order differs"
 } | tee "$out"
-if [ $record -eq 1 ]; then
-    {
-        echo
-        echo "## bench/budget.sh — $(date -u '+%Y-%m-%d %H:%M UTC'), $(nproc) cores ($(sed -n 's/^model name[^:]*: //p' /proc/cpuinfo | head -1)), other engineers' jobs sharing the cores"
-        echo
-        echo '```'
-        cat "$out"
-        echo '```'
-    } >>bench/RESULTS.md
-fi
+bench_record budget.sh "load average $(cut -d' ' -f1-3 /proc/loadavg)" "$out"

@@ -14,16 +14,8 @@
 #   --record   append the output, dated, with the machine, to bench/RESULTS.md
 set -eu
 cd "$(dirname "$0")/.."
-record=0
-if [ "${1:-}" = "--record" ]; then
-    record=1
-    shift
-fi
-build=${1:-build}
-steps=${2:-6}
-rounds=${3:-3}
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
+. bench/lib.sh
+bench_args 6 3 "$@"
 "$build/gcompile" models/gpt2.graph --config gpt2_124M -D B=4 -D T=64 --target cpu -o "$tmp/train"
 ${CC:-cc} -O2 -march=native -fopenmp bench/fma_peak.c -o "$tmp/fma_peak"
 peak() { OMP_NUM_THREADS=2 "$tmp/fma_peak"; }
@@ -72,11 +64,4 @@ run() {  # run own|blas [program flags]: STEPS steps on 2 threads with that GEMM
                       100 * gf / (mm / 1e3) / pk, pk, gf, gf / pk * 1e3 }' "$tmp/prof.txt"
 } | tee "$tmp/out.txt"
 
-if [ "$record" = 1 ]; then
-    {
-        printf '\n## cpu_step — %s\n\n`sh bench/cpu_step.sh --record %s %s %s`\n\n```\n' "$(date -u +%Y-%m-%d)" "$build" "$steps" "$rounds"
-        cat "$tmp/out.txt"
-        printf '```\n'
-    } >>bench/RESULTS.md
-    echo "appended to bench/RESULTS.md"
-fi
+bench_record cpu_step.sh "" "$tmp/out.txt"

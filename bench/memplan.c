@@ -90,7 +90,7 @@ static Graph *build(const Model *m, long B, long T, const char *graph, ScheduleK
             pass_fuse(g);
             pass_fuse_gelu(g);
             pass_fuse_attention(g);
-            pass_fuse_classifier(g, 1024);   /* the CPU target's default */
+            pass_fuse_classifier(g, 1024);   /* the driver's default (both targets) */
             pass_fuse_layernorm(g);
         }
         if (sk == SCHED_FUSED_OPT)      /* as the driver does: per-layer updates */
@@ -199,7 +199,7 @@ int main(int argc, char **argv)
     synthetic = 1;
 #endif
     printf("graph: %s\n", synthetic ? "synthetic (tests/plan/gpt2_synth.c)" : graph);
-    printf("unfused: --no-fuse; fused: the default fusions of the CPU target (bias, gelu, attention, classifier, layernorm); big: planned tensors of\n"
+    printf("unfused: --no-fuse; fused: the default fusions (bias, gelu, attention, classifier, layernorm); big: planned tensors of\n"
            "B*NH*T*T or B*T*Vp elements left in the fused plan\n");
     printf("%-11s %3s %5s %6s | %9s %9s %9s %9s %9s %7s | %9s %9s | %5s %5s %7s | %9s %6s %3s\n", "model", "B",
            "T", "tensors", "params", "grads", "optstate", "arena", "bound", "ratio",

@@ -9,17 +9,9 @@
 #   --record   append the output, dated, with the machine, to bench/RESULTS.md
 set -eu
 cd "$(dirname "$0")/.."
-record=0
-if [ "${1:-}" = "--record" ]; then
-    record=1
-    shift
-fi
-build=${1:-build}
-steps=${2:-6}
-rounds=${3:-2}
+. bench/lib.sh
+bench_args 6 2 "$@"
 gc="$build/gcompile"
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
 out="$tmp/out.txt"
 GiB() { awk -v b="$1" 'BEGIN { printf "%.2f", b / 1073741824 }'; }
 # total planned bytes of one rank: the sum of the regions
@@ -51,11 +43,11 @@ echo "1558M, B=8 T=1024 fp32, --gpus 8 --mem 16GiB --split auto (plan-text, or t
 echo
 echo '```'
 "$gc" models/gpt2.graph --target cuda -D B=8 -D T=1024 --config gpt2_1558M --gpus 8 --mem 16GiB --split auto \
-    --emit plan-text 2>&1 | sed -n '1,12p' || true
+    --emit plan-text 2>&1 | sed -n '/^strategy/p; /^split:/,/not weighed/p; /^  total/p; /error/,$p' || true
 echo '```'
 echo
-echo "Activations of B=8 T=1024 kept for the backward dominate every split; they fit only once recompute"
-echo "and micro-batches (issue 10) are weighed together with the split."
+echo "Each split is weighed with the budget search's pick for it (micro-batches, per-layer recompute),"
+echo "planned for real and checked by plan_check; activations of B=8 T=1024 dominate every split."
 echo
 echo "### CPU, 124M, global batch 4 x 64: 2 ranks x 1 thread vs 1 rank x 2 threads"
 echo
@@ -70,11 +62,4 @@ for r in $(seq 1 "$rounds"); do
     echo "round $r: 1 rank x 2 threads $a tok/s | 2 ranks x 1 thread $b tok/s | ratio $(awk -v a="$a" -v b="$b" 'BEGIN { printf "%.2f", b / a }')"
 done
 } | tee "$out"
-if [ "$record" -eq 1 ]; then
-    {
-        echo
-        echo "## Parallel split — $(date -u +%Y-%m-%d) ($(uname -m), $(nproc) cores; $steps steps, mean over steps 2..)"
-        echo
-        cat "$out"
-    } >>bench/RESULTS.md
-fi
+bench_record split.sh "$steps steps, mean over steps 2.." "$out"

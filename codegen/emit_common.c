@@ -61,6 +61,7 @@ static int primary(const Op *op)
 {
     switch (op->kind) {
     case OP_CROSS_ENTROPY: return op->in[0];    /* logits; the loss stays fp32 */
+    case OP_CLASSIFIER: return op->in[0];       /* x; the loss, dw and rowloss stay fp32 */
     case OP_ADAMW: case OP_ADAMW_BF16: return op->in[1];   /* the gradient; masters stay fp32 */
     default: return op->nout ? op->out[0] : op->in[0];
     }
@@ -419,6 +420,42 @@ static void emit_shards(FILE *f, const Graph *g)
     fprintf(f, "};\n\n");
 }
 
+/* Split programs whose updates all run after the whole backward (plain
+ * schedule): UPD_GRADS lists the gradient each update reads (gc_grad_ref),
+ * so the trainer can take the global norm and clip before any update.
+ * Returns the entry count (0: no table, the updates run inside the backward). */
+static int emit_upd_grads(FILE *f, const Graph *g)
+{
+    if (g->nranks <= 1)
+        return 0;
+    int last_bwd = -1, first_opt = g->nsched, n = 0;
+    for (int k = 0; k < g->nsched; k++) {
+        const Op *op = &g->ops[g->sched[k]];
+        if (op->phase == PH_OPT || (op->phase == PH_COMM && op->attr[2] == 4)) {
+            first_opt = first_opt < k ? first_opt : k;
+            if ((op->kind == OP_ADAMW || op->kind == OP_ADAMW_BF16) &&
+                (g->t[op->in[1]].dtype != DT_F32 || g->t[op->in[1]].rank_stride))
+                return 0;
+        } else if (op->phase != PH_COMM || op->attr[2] != 4) {
+            last_bwd = k;
+        }
+    }
+    if (last_bwd > first_opt)
+        return 0;
+    fprintf(f, "static const gc_grad_ref UPD_GRADS[] = {\n");
+    for (int k = 0; k < g->nsched; k++) {
+        const Op *op = &g->ops[g->sched[k]];
+        if (op->kind != OP_ADAMW && op->kind != OP_ADAMW_BF16)
+            continue;
+        const Tensor *x = &g->t[op->in[1]];
+        int w = x->producer, sharded = w >= 0 && g->ops[w].kind == OP_REDUCE_SCATTER;
+        fprintf(f, "    {%d, %zuu, %ldL, %d}, /* %s */\n", (int)x->region, x->offset, x->numel, sharded, x->name);
+        n++;
+    }
+    fprintf(f, "};\n\n");
+    return n;
+}
+
 /* FNV-1a over the bytes of n objects, continuing from h. */
 static uint64_t fnv(uint64_t h, const void *p, size_t n)
 {
@@ -452,6 +489,7 @@ void emit_program_struct(FILE *f, const Graph *g, const EmitOptions *opt)
     emit_prof_tables(f, g);
     static const char *const init[] = {"GC_INIT_ZEROS", "GC_INIT_ZEROS", "GC_INIT_ONES", "GC_INIT_NORMAL"};
     emit_shards(f, g);
+    int nupd_grads = emit_upd_grads(f, g);
     fprintf(f, "static const gc_param_info PARAMS[] = {\n");
     long off = 0, scale = g->params_sharded ? g->nranks : 1;   /* zero3: numel is one rank's */
     for (int i = 0; i < g->nparams; i++) {
@@ -512,6 +550,10 @@ void emit_program_struct(FILE *f, const Graph *g, const EmitOptions *opt)
     fprintf(f, "    .micro_batches = %d,\n", g->micro_batches > 1 ? g->micro_batches : 1);
     if (opt->device_peak_flops > 0)   /* gcompile --device: MFU's default peak */
         fprintf(f, "    .peak_flops = %.6e,\n    .peak_device = \"%s\",\n", opt->device_peak_flops, opt->device);
+    if (nupd_grads)
+        fprintf(f, "    .nupd_grads = %d,\n    .upd_grads = UPD_GRADS,\n", nupd_grads);
+    if (g->nranks > 1 && strcmp(g->split_name, "dp"))   /* zero1-3: each rank keeps 1/N of the moments */
+        fprintf(f, "    .optstate_sharded = 1,\n");
     fprintf(f, "};\n");
 }
 

@@ -83,7 +83,10 @@ Graph *driver_lower_back(Graph *g, const DriverOptions *o);
  * and per-layer recompute modes with the least predicted step time whose
  * real plan fits (docs/budget.md); sets o->search_layers and
  * o->emit.recompute_layers. NULL after an error (nothing fits: the
- * smallest budget found and its largest part). */
+ * smallest budget found and its largest part), except under --split auto
+ * (o->split_auto), where nothing fitting returns the smallest plan found for
+ * driver_split_auto to mark as not fitting. With a split (--gpus N) it
+ * searches that split's per-rank plans. */
 Graph *driver_search(struct Ast *ast, DriverOptions *o);
 /* The search, reusable over budgets (--emit budget-sweep): the levels are
  * lowered once; each run weighs one budget; plans and bounds made by one

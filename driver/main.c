@@ -66,7 +66,9 @@ static void usage(FILE *f)
         "                                  the forward and the backward use them\n"
         "                           auto   plans each of the above, keeps those that fit\n"
         "                                  --mem, picks the least predicted step time\n"
-        "                                  (plan-text lists the candidates)\n"
+        "                                  (plan-text lists the candidates); with --mem\n"
+        "                                  each split gets the budget search's\n"
+        "                                  micro-batches and recompute\n"
         "                           tp=K   tensor parallel: not implemented yet\n"
         "      --interconnect L   nvlink | pcie | ib: the link --split auto prices\n"
         "                         collectives with (150, 16, 25 GB/s; default nvlink)\n"
@@ -88,8 +90,8 @@ static void usage(FILE *f)
         "      --no-fuse[=KINDS]  turn fusions off: all of them, or the comma-separated\n"
         "                         kinds given (repeatable): attention (causal attention\n"
         "                         without the T x T scores), classifier (matmul +\n"
-        "                         cross-entropy in row chunks; --target cpu only so far,\n"
-        "                         and such a program cannot --sample), bias (matmul +\n"
+        "                         cross-entropy in row chunks; such a program cannot\n"
+        "                         --sample), bias (matmul +\n"
         "                         bias epilogue), gelu (gelu(matmul + bias) and its\n"
         "                         backward as cuBLASLt GELU epilogues; needs bias; only\n"
         "                         the pre-activation is kept, GELU recomputed in the\n"
@@ -513,7 +515,7 @@ static Graph *lower_front(Ast *ast, DriverOptions o)
         ir_verify(g);
     }
     /* the fused classifier takes the d loss seed (1/K with micro-batches) as its `seed` */
-    if (!(o.no_fuse & FUSE_CLASSIFIER) && !strcmp(o.emit.target, "cpu")) {
+    if (!(o.no_fuse & FUSE_CLASSIFIER)) {
         PASS(&o, "fuse-cls", pass_fuse_classifier(g, o.classifier_chunk));
         ir_verify(g);
     }
@@ -601,7 +603,7 @@ int main(int argc, char **argv)
         goto done;
     }
 plan_again:   /* --split auto plans each candidate split, then the chosen one */
-    if (o.emit.budget_bytes && o.recompute < 0 && o.micro_batches == 0 && o.gpus <= 1)   /* with a split: not yet */
+    if (o.emit.budget_bytes && o.recompute < 0 && o.micro_batches == 0)   /* per split under --split auto */
         PASS(&o, "search", g = driver_search(ast, &o));
     else
         g = lower(ast, o);

@@ -511,7 +511,13 @@ Graph *driver_search(Ast *ast, DriverOptions *o)
         if (o->verbose)
             fprintf(stderr, "gcompile: search: chose K=%d recompute %s peak %zu predicted %.6f ms (%d plans, %d bounds)\n",
                     p.K, p.modes, p.peak, p.seconds * 1e3, s->planned, s->screened);
+        free(o->search_layers);                  /* --split auto: the previous candidate's */
         o->search_layers = xstrdup(p.modes);     /* main frees it */
+        o->emit.recompute_layers = s->nlayers > 0 ? o->search_layers : NULL;
+        g = search_take(s);
+    } else if (rc == 1 && o->split_auto) {      /* this split fits nowhere: split_auto.c says so */
+        free(o->search_layers);
+        o->search_layers = xstrdup(p.modes);
         o->emit.recompute_layers = s->nlayers > 0 ? o->search_layers : NULL;
         g = search_take(s);
     } else if (rc == 1) {

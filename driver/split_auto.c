@@ -2,15 +2,21 @@
  * the real planner, keep those whose per-rank plan fits --mem, and choose
  * the least predicted step time (ties: the fewest bytes).
  *
+ * With --mem (and no --recompute / --micro-batches of the user's) each
+ * candidate is the budget search's pick for that split (driver/search.c:
+ * the micro-batch count and per-layer recompute with the least predicted
+ * time whose real plan, checked by plan_check, fits), so a split that fits
+ * only with recomputation competes with one that fits without it.
+ *
  * Predicted step time = compute + communication, no overlap assumed:
- *  - compute: the step's FLOPs (op_flops over the schedule) at an assumed
- *    device rate (COMPUTE_FLOPS below). A placeholder, kept to this one
- *    function until the cost model of issue 10 lands; it is the same for
- *    every candidate of one --gpus N (each rank runs B rows), so the choice
- *    rests on memory and communication.
- *  - communication: bytes one rank sends per step (ring algorithms,
- *    g->comm_bytes) over the --interconnect bandwidth, plus a latency per
- *    collective.
+ *  - compute: the cost model (passes/costs.c through driver_predict: the
+ *    --device profile, else h100 for CUDA and cpu for the CPU target), with
+ *    recomputation and every micro-batch counted;
+ *  - communication: bytes one rank sends per step with ring algorithms over
+ *    the --interconnect bandwidth, plus a latency per collective. The
+ *    collectives of the forward and backward run once per micro-batch (the
+ *    emitted step reduces the accumulated gradients each time), those of
+ *    the update once.
  */
 #include <string.h>
 
@@ -31,20 +37,41 @@ static void link_profile(const char *name, double *bw, double *lat)
         *bw = 150e9, *lat = 5e-6;       /* NVLink (A100/H100 class), ring bus bandwidth */
 }
 
-/* Compute time of one step: the placeholder estimate (see the file comment). */
-static double compute_seconds(const Graph *g, const DriverOptions *o)
-{
-    const double COMPUTE_FLOPS = !strcmp(o->emit.target, "cpu") ? 2e11 : 5e13;
-    double flops = 0;
-    for (int k = 0; k < g->nsched; k++)
-        flops += op_flops(g, &g->ops[g->sched[k]]);
-    return flops / COMPUTE_FLOPS;
-}
-
-typedef struct Cand { size_t bytes; double compute, comm; int ncoll, fits; } Cand;
+typedef struct Cand {
+    size_t bytes;
+    double compute, comm;
+    int ncoll, fits, K;
+    char modes[160];         /* the per-layer recompute letters, "" when none was chosen */
+} Cand;
 
 static Cand cand[NCAND];
 static int next_cand;        /* candidates planned so far */
+
+/* Seconds one rank spends sending per step, and the collectives it runs
+ * (*ncoll), micro-batches counted. */
+static double comm_seconds(const Graph *g, double bw, double lat, int *ncoll)
+{
+    int K = g->micro_batches > 1 ? g->micro_batches : 1;
+    double n = g->nranks > 1 ? g->nranks : 1, s = 0;
+    *ncoll = 0;
+    for (int k = 0; k < g->nsched; k++) {
+        const Op *op = &g->ops[g->sched[k]];
+        if (op->phase != PH_COMM)
+            continue;
+        double bytes = 0;
+        switch (op->kind) {
+        case OP_ALLREDUCE: bytes = 2 * (n - 1) / n * (double)g->t[op->in[0]].bytes; break;
+        case OP_REDUCE_SCATTER: bytes = (n - 1) / n * (double)g->t[op->in[0]].bytes; break;
+        case OP_ALLGATHER: bytes = (n - 1) / n * (double)g->t[op->in[0]].bytes; break;
+        case OP_GATHER: bytes = (n - 1) / n * (double)g->t[op->out[0]].bytes; break;
+        default: break;
+        }
+        int times = op->attr[2] == 4 ? 1 : K;    /* gate 4: with the update */
+        s += times * (bytes / bw + lat);
+        *ncoll += times;
+    }
+    return s;
+}
 
 /* the plan's regions, plus the CUDA target's reserve (as driver_check_budget) */
 static size_t plan_bytes(const Graph *g, const DriverOptions *o)
@@ -57,21 +84,41 @@ static size_t plan_bytes(const Graph *g, const DriverOptions *o)
 
 static char *report(const DriverOptions *o, int chosen, double bw, double lat)
 {
-    char *s = xasprintf("  --split auto weighed (--interconnect %s: %.0f GB/s, %.0f us per collective; "
-                        "compute at an assumed %s, same for all; bytes include the CUDA reserve):\n", o->interconnect, bw / 1e9, lat * 1e6,
-                        !strcmp(o->emit.target, "cpu") ? "200 GFLOP/s" : "50 TFLOP/s");
+    char *s = xasprintf("  --split auto weighed (--interconnect %s: %.0f GB/s, %.0f us per collective; compute from "
+                        "the cost model (%s)%s; bytes include the CUDA reserve):\n", o->interconnect, bw / 1e9,
+                        lat * 1e6, o->emit.device ? o->emit.device : "-",
+                        o->search_layers ? "; each split with the budget search's micro-batches and recompute" : "");
     for (int i = 0; i < NCAND; i++) {
         char h[32];
         const Cand *c = &cand[i];
-        char *line = xasprintf("%s    %-6s %12s per rank%s  step %.4f s = compute %.4f + comm %.4f (%d collectives)%s\n",
+        char *line = xasprintf("%s    %-6s %12s per rank%s  step %.4f s = compute %.4f + comm %.4f (%d collectives)"
+                               "  K=%d recompute %s%s\n",
                                s, split_kind_name(candidates[i]), human_bytes(h, sizeof h, (double)c->bytes),
                                c->fits ? "        " : " (>mem)", c->compute + c->comm, c->compute, c->comm, c->ncoll,
-                               i == chosen ? "  <- chosen" : "");
+                               c->K, c->modes[0] ? c->modes : "none", i == chosen ? "  <- chosen" : "");
         free(s);
         s = line;
     }
-    char *tail = xasprintf("%s    (not weighed: tp=K, not implemented yet)\n", s);
+    char *why;
+    if (chosen >= 0) {
+        const Cand *c = &cand[chosen];
+        int faster = 0, fitless = 0;
+        for (int i = 0; i < NCAND; i++)
+            if (i != chosen)
+                cand[i].fits ? faster++ : fitless++;
+        char other[96] = "";
+        if (fitless)
+            snprintf(other, sizeof other, "; %d do%s not fit --mem even with the search's levers", fitless,
+                     fitless == 1 ? "es" : "");
+        why = xasprintf("%s    why: %s is the least predicted step time (%.4f s) of the %d split%s that fit%s%s\n", s,
+                        split_kind_name(candidates[chosen]), c->compute + c->comm, faster + 1, faster ? "s" : "",
+                        other, !o->emit.budget_bytes ? " (no --mem)" : "");
+    } else {
+        why = xstrdup(s);
+    }
     free(s);
+    char *tail = xasprintf("%s    (not weighed: tp=K, not implemented yet)\n", why);
+    free(why);
     return tail;
 }
 
@@ -82,10 +129,13 @@ int driver_split_auto(Graph *g, DriverOptions *o)
     if (next_cand < NCAND) {                 /* g is candidate next_cand */
         Cand *c = &cand[next_cand];
         int ncoll = 0;
-        for (int k = 0; k < g->nsched; k++)
-            ncoll += g->ops[g->sched[k]].phase == PH_COMM;
-        *c = (Cand){plan_bytes(g, o), compute_seconds(g, o), g->comm_bytes / bw + ncoll * lat, ncoll,
-                    !o->emit.budget_bytes || plan_bytes(g, o) <= o->emit.budget_bytes};
+        double comm = comm_seconds(g, bw, lat, &ncoll);
+        driver_predict(g, o);
+        *c = (Cand){plan_bytes(g, o), o->emit.predicted_s, comm, ncoll,
+                    !o->emit.budget_bytes || plan_bytes(g, o) <= o->emit.budget_bytes,
+                    g->micro_batches > 1 ? g->micro_batches : 1, ""};
+        if (o->emit.recompute_layers)
+            snprintf(c->modes, sizeof c->modes, "%s", o->emit.recompute_layers);
         if (++next_cand < NCAND) {
             o->split.kind = candidates[next_cand];
             return 1;

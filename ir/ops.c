@@ -398,6 +398,17 @@ double op_bytes(const Graph *g, const Op *op)
              (double)d->bytes * ((op->acc & 1) ? 1 : 0);
         break;
     }
+    case OP_CLASSIFIER: {               /* per chunk: 3 matmuls and the loss/gradient pass (classifier_cuda.cu) */
+        const Tensor *x = T(0), *w = T(1), *dw = &g->t[op->out[2]], *ch = &g->t[op->out[3]];
+        long C = w->shape[1], Vp = w->shape[0], N = C > 0 ? x->numel / C : 0, R = (long)op->attr[1];
+        double nch = N > 0 && R > 0 ? (double)((N + R - 1) / R) : 0, es = (double)dtype_size(ch->dtype);
+        b = 5.0 * (double)N * (double)Vp * es          /* chunk: written, read + written, read twice */
+            + 2.0 * nch * (double)w->bytes + 2.0 * (double)x->bytes   /* w and x: two matmuls each */
+            + (double)g->t[op->out[1]].bytes * ((op->acc >> 1 & 1) ? 2 : 1)   /* dx */
+            + (double)dw->bytes * (2.0 * nch - 1 + (op->acc >> 2 & 1))        /* dw: accumulated per chunk */
+            + (double)T(2)->bytes + 16.0 * (double)N + 4;  /* targets; row losses written, read; the loss */
+        break;
+    }
     case OP_LAYERNORM_BWD:              /* dw/db and dx are two kernels: dout and x read twice */
         if (op->out[0] >= 0 && (op->out[1] >= 0 || op->out[2] >= 0))
             b += (double)T(0)->bytes + (double)T(1)->bytes;
@@ -482,6 +493,10 @@ int op_launches(const Graph *g, const Op *op, size_t ws)
         return 1 + ((g->t[r].offset + off) % 16 != 0);
     }
     case OP_ATTENTION_BWD: return 2;    /* dk/dv, then dq (attention_cuda.cu) */
+    case OP_CLASSIFIER: {               /* per chunk 3 matmuls + the loss/gradient kernel; the loss sum */
+        long C = T(1)->shape[1], N = C > 0 ? T(0)->numel / C : 0, R = (long)op->attr[1];
+        return N <= 0 || R <= 0 ? 1 : (int)(4 * ((N + R - 1) / R) + 1);
+    }
     case OP_MATMUL_DGELU: return 2;     /* DGELU epilogue + the recomputed GELU, or matmul + one kernel */
     case OP_MATMUL_BIAS_GELU: {         /* the cuBLASLt GELU_AUX_BIAS epilogue, else matmul + GELU kernel */
         /* as gc_matmul_bias_gelu decides: bias and aux (pre) 16-byte

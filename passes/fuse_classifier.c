@@ -20,9 +20,10 @@
  * 1.54 GiB of logits at B=8, T=1024, and a matmul of 1024 rows runs at full
  * GEMM speed. N <= rows: one chunk, the same work as unfused.
  *
- * CPU target only for now (the driver runs this pass for --target cpu); the
- * program then exposes no logits tensor, so --sample needs
- * --no-fuse=classifier.
+ * Both targets (runtime/classifier_cpu.c, runtime/cuda/classifier_cuda.cu;
+ * with --precision bf16 the chunk is bf16 and rowloss stays fp32 storage,
+ * passes/precision.c). The program then exposes no logits tensor, so
+ * --sample needs --no-fuse=classifier.
  */
 #include <string.h>
 

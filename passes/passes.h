@@ -63,7 +63,7 @@ void pass_fuse_attention(Graph *g);
 /* ---------------------------------------------------------------- fuse_classifier.c */
 /* loss = cross_entropy(matmul(x, w, tb=1)) and its backward become one
  * classifier op that walks the rows in chunks of min(B*T, rows) rows: the
- * B*T x Vp logits leave the plan. CPU target only so far. */
+ * B*T x Vp logits leave the plan. Both targets. */
 void pass_fuse_classifier(Graph *g, long rows);
 
 /* ---------------------------------------------------------------- fuse_gelu.c */

@@ -42,6 +42,8 @@ void pass_precision(Graph *g)
             keep[g->ops[o].out[2]] = keep[g->ops[o].out[3]] = 1;
         else if (g->ops[o].kind == OP_ATTENTION && !g->ops[o].dead)
             keep[g->ops[o].out[1]] = 1;      /* lse */
+        else if (g->ops[o].kind == OP_CLASSIFIER && !g->ops[o].dead)
+            keep[g->ops[o].out[4]] = 1;      /* rowloss: N doubles */
     /* the bf16 copies of the parameters */
     int *copy = xmalloc((size_t)nt0 * sizeof(int));   /* master id -> copy id */
     for (int i = 0; i < nt0; i++)

@@ -15,14 +15,16 @@
  *   - a non-view forward op of the layer that overwrites its outputs, none
  *     of whose outputs is read by a forward op of another layer (or outside
  *     the layers): those outputs are the layer's checkpoint (its output, the
- *     next layer's input), always kept;
+ *     next layer's input), always kept (a fused residual add reads its
+ *     operands in the add's layer, add_layer);
  *   - RC_FULL: every such op; RC_SELECTIVE: those that are cheap per element
  *     (rc_cheap: elementwise, normalisation, softmax, permutes) and the
  *     batched matmuls (attention scores and attention times values), whose
  *     outputs grow with T^2 or are small — Megatron's selective recompute:
  *     the linear layers' outputs stay.
  * Only ops whose outputs the backward (or another clone) reads are cloned;
- * a fused residual add + layernorm as the layernorm of the kept sum.
+ * a fused residual add + layernorm across layers as the layernorm of the
+ * kept sum (ln_only).
  * An input of a clone that is not recomputed stays alive until the clone
  * runs (it becomes a checkpoint).
  * Run after autodiff, fuse, precision and split_updates, before schedule.
@@ -110,14 +112,40 @@ static int eligible(const Graph *g, const Op *op, const char *cross)
     return 1;
 }
 
-/* The inputs of op's clone (in, returned: their count). A fused residual
- * add + layernorm (fuse_layernorm.c) is recomputed as the layernorm alone
- * of its sum x, which stays: x is the residual stream, the checkpoint of
- * a layer recomputed in full, and recomputing the add would keep both of
- * its operands (one from the layer below) alive instead. */
-static int clone_inputs(const Op *op, int *in)
+/* The layer of op's residual add when op is a fused residual add +
+ * layernorm (fuse_layernorm.c), else op's layer: the later layer of the
+ * add's operands' producers (the one that made the residual branch). GPT-2's
+ * block ends with a residual add fused with the next block's first
+ * layernorm, which gives the op its layer, so the add belongs to the layer
+ * below. */
+static int add_layer(const Graph *g, const Op *op)
 {
-    if (op->kind == OP_ADD_LAYERNORM) {
+    if (op->kind != OP_ADD_LAYERNORM)
+        return op->layer;
+    int l = -1;
+    for (int i = 0; i < 2; i++) {
+        int p = g->t[graph_root(g, op->in[i], NULL)].producer;
+        if (p >= 0 && g->ops[p].layer > l)
+            l = g->ops[p].layer;
+    }
+    return l;
+}
+
+/* 1 when op is a fused residual add + layernorm whose add belongs to
+ * another layer (add_layer). Its sum x is that layer's output, the
+ * checkpoint a full recompute keeps: op is recomputed as the layernorm alone
+ * of the kept x (recomputing the add would keep both of its operands from
+ * the layer below alive instead). A fused op inside one layer is cloned
+ * whole. */
+static int ln_only(const Graph *g, const Op *op)
+{
+    return op->kind == OP_ADD_LAYERNORM && add_layer(g, op) != op->layer;
+}
+
+/* The inputs of op's clone (in, returned: their count); see ln_only */
+static int clone_inputs(const Graph *g, const Op *op, int *in)
+{
+    if (ln_only(g, op)) {
         in[0] = op->out[0], in[1] = op->in[2], in[2] = op->in[3];
         return 3;
     }
@@ -134,9 +162,9 @@ void pass_recompute(Graph *g, const RecomputeChoice *choice, int nlayers)
         const Op *op = &g->ops[o];
         if (op->dead || op->phase != PH_FWD)
             continue;
-        for (int i = 0; i < op->nin; i++) {
+        for (int i = 0; i < op->nin; i++) {   /* a fused add's operands are read by its own layer */
             int r = graph_root(g, op->in[i], NULL), p = g->t[r].producer;
-            if (p >= 0 && g->ops[p].layer != op->layer)
+            if (p >= 0 && g->ops[p].layer != (i < 2 ? add_layer(g, op) : op->layer))
                 cross[r] = 1;
         }
     }
@@ -162,7 +190,7 @@ void pass_recompute(Graph *g, const RecomputeChoice *choice, int nlayers)
         for (int i = 0; pick[o] && i < op->nout; i++)
             used |= need[op->out[i]];
         pick[o] = (char)used;
-        for (int i = 0, n = used ? clone_inputs(op, in) : 0; i < n; i++)
+        for (int i = 0, n = used ? clone_inputs(g, op, in) : 0; i < n; i++)
             need[graph_root(g, in[i], NULL)] = 1;
     }
     /* clones: top layer first (the backward's order), forward order inside */
@@ -174,8 +202,8 @@ void pass_recompute(Graph *g, const RecomputeChoice *choice, int nlayers)
                 continue;
             Op op = g->ops[o];        /* a copy: adding ops moves g->ops */
             int in[IR_MAXIO], out[IR_MAXIO], kind = op.kind;
-            op.nin = clone_inputs(&op, in);
-            if (kind == OP_ADD_LAYERNORM) {   /* the layernorm alone, of the kept sum */
+            op.nin = clone_inputs(g, &op, in);
+            if (ln_only(g, &op)) {   /* the layernorm alone, of the kept sum */
                 kind = OP_LAYERNORM;
                 memmove(op.out, op.out + 1, 3 * sizeof op.out[0]);
                 op.nout = 3;

@@ -186,25 +186,49 @@ static void prune(const char *dir, long keep)
     free(md);
 }
 
-/* Params and optimizer state from the device into host buffers. */
-static void download_state(gcrt_run *st, void *optstate)
+/* Params and optimizer state from the device into host buffers: the whole
+ * parameters (zero3: the shards gathered) and the training state's optimizer
+ * state (zero1-3: every rank's region, gathered in rank order). Collective
+ * in split programs: every rank calls it. 0 or exit status 1. */
+static int download_state(gcrt_run *st, void *optstate)
 {
     const gc_program *p = st->prog;
-    if (p->nparam_elems)
+    size_t nos = p->region_bytes[GC_REGION_OPTSTATE];
+    if (p->nparam_elems && p->nshards) {
+        if (gcrt_download_shards(st))
+            return 1;
+    } else if (p->nparam_elems) {
         gc_device_download(st->params, st->ctx.region[GC_REGION_PARAMS], (size_t)p->nparam_elems * 4);
-    if (p->region_bytes[GC_REGION_OPTSTATE])
-        gc_device_download(optstate, st->ctx.region[GC_REGION_OPTSTATE], p->region_bytes[GC_REGION_OPTSTATE]);
+    }
+    if (!nos)
+        return 0;
+    if (gcrt_state_optstate_bytes(p) == nos) {
+        gc_device_download(optstate, st->ctx.region[GC_REGION_OPTSTATE], nos);
+        return 0;
+    }
+    float *whole = optstate;
+    gc_device_download(whole + (size_t)st->ctx.rank * (nos / 4), st->ctx.region[GC_REGION_OPTSTATE], nos);
+    p->comm->allgather_floats(whole, (long)(nos / 4));
+    return 0;
 }
 
 int gcrt_ckpt_write(gcrt_run *st, long step)
 {
     const gc_program *p = st->prog;
     const char *dir = st->o.ckpt_dir;
-    size_t nos = p->region_bytes[GC_REGION_OPTSTATE], np = (size_t)p->nparam_elems * 4;
+    size_t nos = gcrt_state_optstate_bytes(p), np = (size_t)p->nparam_elems * 4;
     void *optstate = malloc(nos ? nos : 1);
     if (!optstate)
         return gcrt_errorf("checkpoint step %ld: cannot allocate %zu bytes for the optimizer state", step, nos);
-    download_state(st, optstate);
+    if (download_state(st, optstate)) {
+        free(optstate);
+        return 1;
+    }
+    if (st->ctx.rank != 0) {     /* split programs: rank 0 writes */
+        free(optstate);
+        st->last_ckpt = step;
+        return 0;
+    }
     gcrt_state s;
     gcrt_state_init(&s, p);
     s.step = step;
@@ -272,7 +296,9 @@ int gcrt_ckpt_resume(gcrt_run *st, int *found)
                            "corrupt or from another checkpoint)", mpath, GCRT_HEADER_BYTES, spath);
     if (gcrt_data_seek(st, &s) != 0)
         return 1;
-    st->resume_optstate = s.optstate;
+    st->resume_optstate = s.optstate;   /* zero1-3: this rank's region of the gathered ones */
+    if (p->optstate_sharded && st->ctx.nranks > 1)
+        st->resume_optstate += (size_t)st->ctx.rank * p->region_bytes[GC_REGION_OPTSTATE];
     st->first_step = (long)s.step + 1;
     st->last_ckpt = (long)s.step;
     st->skipped = s.skipped;

@@ -16,13 +16,15 @@ enum { DEFAULT_STEPS = 20, DEFAULT_GRADCHECK = 16 };
 #define DEFAULT_SEED 1337
 #define DEFAULT_GRADCHECK_TOL 1e-2
 #define DEFAULT_GRADCHECK_H 1e-2
+#define DEFAULT_COMM_TIMEOUT 900.0
 
 enum {
     OPT_DATA = 256, OPT_VAL_DATA, OPT_VAL_EVERY, OPT_VAL_BATCHES, OPT_INIT, OPT_SAVE,
     OPT_STEPS, OPT_LR, OPT_BETA1, OPT_BETA2, OPT_EPS, OPT_WD, OPT_SEED, OPT_LOG,
     OPT_THREADS, OPT_SAMPLE, OPT_PROFILE, OPT_GRADCHECK, OPT_GC_TOL, OPT_GC_H, OPT_HELP, OPT_VERSION,
     OPT_SAVE_EVERY, OPT_CKPT_DIR, OPT_RESUME, OPT_KEEP, OPT_WARMUP, OPT_LR_SCHEDULE, OPT_LR_FINAL_FRAC,
-    OPT_GRAD_CLIP, OPT_SKIP_NONFINITE, OPT_SHUFFLE, OPT_NO_PREFETCH, OPT_PRINT_EVERY, OPT_PEAK_FLOPS
+    OPT_GRAD_CLIP, OPT_SKIP_NONFINITE, OPT_SHUFFLE, OPT_NO_PREFETCH, OPT_PRINT_EVERY, OPT_PEAK_FLOPS,
+    OPT_COMM_TIMEOUT
 };
 
 static const struct option long_opts[] = {
@@ -59,6 +61,7 @@ static const struct option long_opts[] = {
     {"no-prefetch", no_argument, 0, OPT_NO_PREFETCH},
     {"print-every", required_argument, 0, OPT_PRINT_EVERY},
     {"peak-flops", required_argument, 0, OPT_PEAK_FLOPS},
+    {"comm-timeout", required_argument, 0, OPT_COMM_TIMEOUT},
     {"help", no_argument, 0, OPT_HELP},
     {"version", no_argument, 0, OPT_VERSION},
     {0, 0, 0, 0},
@@ -111,7 +114,7 @@ static void print_help(const char *argv0, const gc_program *p)
            "                       (default 0: off; llm.c uses 1.0). %s\n"
            "  --skip-nonfinite     skip the update of a step whose loss or gradient norm is NaN/inf\n"
            "                       (counted in the log) instead of stopping the run\n",
-           p->region_bytes[GC_REGION_GRADS] >= (size_t)p->nparam_elems * 4
+           (p->comm ? p->nupd_grads > 0 : p->region_bytes[GC_REGION_GRADS] >= (size_t)p->nparam_elems * 4)
                ? "This program keeps all gradients (plain schedule): available"
                : "Not available in this program: it updates each parameter inside the\n"
                  "                       backward pass (fused-opt); compile with --schedule plain");
@@ -139,6 +142,11 @@ static void print_help(const char *argv0, const gc_program *p)
     if (p->peak_flops > 0)
         printf("                       (compiled in: %s, %.4g FLOP/s)\n", p->peak_device ? p->peak_device : "?",
                p->peak_flops);
+    printf("  --comm-timeout S     programs split over ranks: a collective not completed after S seconds\n"
+           "                       ends the rank with an error naming the ranks of its node that are\n"
+           "                       gone or stopped (default %g; 0: off)%s\n",
+           DEFAULT_COMM_TIMEOUT, !p->comm ? "; this program is not split"
+                                 : p->comm->watch ? "" : "; not available on NCCL yet");
     printf("  --seed N             seed for init, sampling and gradcheck (default %d)\n"
            "  --log FILE           write one JSON object per step to FILE (JSONL): step, loss, ms,\n"
            "                       tok_per_s, lr, grad_norm (before clipping; a fused-opt program adds\n"
@@ -155,6 +163,10 @@ static void print_help(const char *argv0, const gc_program *p)
            "  --help               this list\n"
            "  --version            program and runtime version\n",
            DEFAULT_SEED, DEFAULT_GRADCHECK, DEFAULT_GRADCHECK_TOL, DEFAULT_GRADCHECK_H);
+    printf("\nthe long-run flags (--ckpt-dir, --resume, --keep, --warmup, --lr-schedule, --grad-clip,\n"
+           "--data globs and text, --shuffle, prefetch, --skip-nonfinite, SIGINT/SIGTERM) work the same\n"
+           "in CPU and CUDA programs%s\n",
+           strcmp(p->target, "cuda") ? "." : " (on CUDA tested in a SIMT emulator, not yet on a GPU).");
     if (!strcmp(p->target, "cpu"))
         printf("\nenvironment: OMP_NUM_THREADS (as --threads); GC_CPU_GEMM=blas runs the matmuls\n"
                "with OpenBLAS instead of the built-in AVX-512 GEMM (used when the CPU has AVX-512).\n");
@@ -237,6 +249,7 @@ static void default_options(gcrt_options *o, const gc_program *p)
     o->steps = DEFAULT_STEPS;
     o->seed = DEFAULT_SEED;
     o->lr = p->lr, o->beta1 = p->beta1, o->beta2 = p->beta2, o->eps = p->eps, o->wd = p->weight_decay;
+    o->comm_timeout = DEFAULT_COMM_TIMEOUT;
     o->gc_tol = DEFAULT_GRADCHECK_TOL;
     o->gc_h = DEFAULT_GRADCHECK_H;
 }
@@ -276,6 +289,7 @@ static int apply_flag(gcrt_options *o, int code, const char *arg)
     case OPT_NO_PREFETCH: o->no_prefetch = 1; return 0;
     case OPT_PRINT_EVERY: return parse_long(code, arg, 1, BIG, &o->print_every);
     case OPT_PEAK_FLOPS: return parse_num(code, arg, NUM_POS, &o->peak_flops);
+    case OPT_COMM_TIMEOUT: return parse_num(code, arg, NUM_NONNEG, &o->comm_timeout);
     case OPT_GRADCHECK: return arg ? parse_long(code, arg, 1, 1000000, &o->gradcheck)
                                    : (o->gradcheck = DEFAULT_GRADCHECK, 0);
     case OPT_LR: return parse_float(code, arg, NUM_NONNEG, &o->lr);

@@ -170,6 +170,10 @@ typedef struct gc_comm {
     void (*abort)(int status);
     /* in place on the host: rank r's n floats at whole + r*n go to every rank */
     void (*allgather_floats)(float *whole, long n);
+    /* a collective that has not completed after timeout_s seconds ends this
+     * rank with an error naming the ranks that are gone or stopped (0: off);
+     * NULL where not implemented (NCCL) */
+    void (*watch)(double timeout_s);
 } gc_comm;
 extern const gc_comm gc_comm_group;
 /* ---------------------------------------------------------------- attention_cpu.c / attention_cuda.cu */
@@ -189,9 +193,9 @@ void gc_attention_fwd(gc_real *y, gc_real *lse, const gc_real *x, const long *ge
 void gc_attention_bwd(gc_real *dx, const gc_real *dy, const gc_real *x, const gc_real *y, const gc_real *lse,
                       const long *geom, float scale, int acc);
 
-/* ---------------------------------------------------------------- classifier_cpu.c */
+/* ---------------------------------------------------------------- classifier_cpu.c / classifier_cuda.cu */
 /* The classifier matmul fused with cross-entropy (passes/fuse_classifier.c),
- * CPU target only so far: for the N rows of x (N x C) in chunks of R rows,
+ * both targets: for the N rows of x (N x C) in chunks of R rows,
  * chunk = x_chunk w^T (R x Vp, w is Vp x C), the rows' losses, the gradient
  * of seed x the mean loss (seed = d loss: 1, or 1/K with K micro-batches) in place, then dx_chunk (+)= chunk w (acc bit
  * 1) and dw (+)= chunk^T x_chunk (acc bit 2). loss[0] = mean over rows of
@@ -270,6 +274,17 @@ void gc_prof_mark(gc_ctx *ctx, int k);
             gc_prof_mark((ctx), (k)); \
     } while (0)
 
+/* One update's gradient in a split program (gc_program.upd_grads): n floats
+ * at byte `offset` of region `region`; sharded 1: this rank's 1/N of the
+ * mean over ranks (reduce-scatter), 0: the whole mean, the same on every
+ * rank (all-reduce). */
+typedef struct {
+    int region;
+    size_t offset;
+    long n;
+    int sharded;
+} gc_grad_ref;
+
 /* Everything gc_main needs to know about the compiled graph; emitted as one
  * static const object by the code generator. */
 typedef struct gc_program {
@@ -320,6 +335,14 @@ typedef struct gc_program {
      * without --device */
     double peak_flops;
     const char *peak_device;
+    /* split programs whose updates all follow the backward (plain schedule):
+     * the gradient each update reads, so the global norm (and clipping) can
+     * come before any update; 0, NULL otherwise */
+    int nupd_grads;
+    const gc_grad_ref *upd_grads;
+    /* zero1-3: each rank's optstate region holds its own 1/N of the moments
+     * (a training state holds every rank's region, in rank order) */
+    int optstate_sharded;
 } gc_program;
 
 /* The emitted program's main(): parses flags (--help lists them), allocates

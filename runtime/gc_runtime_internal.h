@@ -198,6 +198,9 @@ typedef struct {
 
 /* A 64-bit checksum of n bytes, continuing from h (start with 0). */
 uint64_t gcrt_checksum(uint64_t h, const void *p, size_t n);
+/* The optimizer state a training state holds: the optstate region, or
+ * under zero1-3 (prog->optstate_sharded) every rank's region in rank order. */
+size_t gcrt_state_optstate_bytes(const gc_program *prog);
 /* s with prog's hash, dims and sizes; everything else zero. */
 void gcrt_state_init(gcrt_state *s, const gc_program *prog);
 /* The 1024-byte header of s, whose payload is optstate (s->optstate_bytes). */
@@ -227,6 +230,7 @@ typedef struct {
     int lr_schedule;                 /* GCRT_LR_* */
     double lr_final_frac, grad_clip; /* --lr-final-frac, --grad-clip (0: off) */
     int skip_nonfinite;
+    double comm_timeout;             /* --comm-timeout S: split programs' collective watchdog (0: off) */
     int shuffle, no_prefetch;        /* --shuffle, --no-prefetch */
     int profile;
     long print_every;                /* --print-every N; 0: not given (1 off a terminal) */
@@ -332,6 +336,17 @@ void gcrt_progress_done(gcrt_run *st, double mean_ms, long timed);
 void gcrt_progress_free(gcrt_run *st);
 /* The --profile table: categories by time, largest first. */
 void gcrt_print_profile(const gcrt_run *st, long nsteps, double step_ms);
+
+/* ---------------------------------------------------------------- split_step.c */
+/* One training step of a split program (st->ctx.nranks > 1) on the batch in
+ * st->inputs/targets, every rank taking the same decisions: with
+ * prog->upd_grads (plain schedule) the global gradient norm over ranks
+ * first, then --skip-nonfinite and --grad-clip as one process does; else
+ * (fused-opt) --skip-nonfinite on the mean forward loss and, under --log,
+ * the norm the updates add up. */
+void gcrt_split_step(gcrt_run *st, gcrt_step_info *si);
+/* 1 on every rank when v is non-zero on some rank (v itself when not split). */
+int gcrt_group_any(gcrt_run *st, int v);
 
 /* ---------------------------------------------------------------- status_line.c */
 /* Draws line[0..n) as the terminal's status line ("\r", the text, cleared to

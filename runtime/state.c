@@ -65,13 +65,19 @@ static void prog_dims(const gc_program *p, long d[8])
     d[4] = p->Vp, d[5] = p->L, d[6] = p->NH, d[7] = p->C;
 }
 
+size_t gcrt_state_optstate_bytes(const gc_program *p)
+{
+    size_t n = p->region_bytes[GC_REGION_OPTSTATE];
+    return p->optstate_sharded && p->nranks > 1 ? n * (size_t)p->nranks : n;
+}
+
 void gcrt_state_init(gcrt_state *s, const gc_program *p)
 {
     memset(s, 0, sizeof *s);
     s->hash = p->state_hash;
     prog_dims(p, s->dims);
     s->nparam_elems = p->nparam_elems;
-    s->optstate_bytes = p->region_bytes[GC_REGION_OPTSTATE];
+    s->optstate_bytes = gcrt_state_optstate_bytes(p);
 }
 
 void gcrt_state_header(unsigned char *h, const gcrt_state *s, const void *optstate)
@@ -179,9 +185,9 @@ int gcrt_state_check(const gcrt_state *s, const gc_program *p, const char *name,
         return fail(err, errlen, "%s: offset %d: written by a program with another plan of its parameters and "
                     "optimizer state (hash %016llx, this program %016llx); resume with the program that wrote it",
                     name, 8 * GCRT_ST_HASH, (unsigned long long)s->hash, (unsigned long long)p->state_hash);
-    if (s->optstate_bytes != p->region_bytes[GC_REGION_OPTSTATE])
+    if (s->optstate_bytes != gcrt_state_optstate_bytes(p))
         return fail(err, errlen, "%s: offset %d: %zu bytes of optimizer state, the program plans %zu", name,
-                    8 * GCRT_ST_OPTSTATE_BYTES, s->optstate_bytes, p->region_bytes[GC_REGION_OPTSTATE]);
+                    8 * GCRT_ST_OPTSTATE_BYTES, s->optstate_bytes, gcrt_state_optstate_bytes(p));
     return 0;
 }
 

@@ -64,7 +64,7 @@ static int check_program(const gc_program *p, const gcrt_options *o)
         return gcrt_errorf("internal: tokens, targets or loss lie outside the arena (%zu bytes)", arena);
     if (o->sample > 0 && (p->logits_cols < p->V || !in_region(p->logits_off, (p->bf16 ? 2 : 4) * bt * (double)p->logits_cols, arena)))
         return gcrt_errorf("--sample: this program exposes no [B, T, %ld] logits tensor in its arena", p->V);
-    if (o->grad_clip > 0 && !has_grads(p))
+    if (o->grad_clip > 0 && !has_grads(p) && !p->nupd_grads)
         return gcrt_errorf("--grad-clip: this program updates each parameter inside the backward pass (fused-opt "
                            "schedule), before the global gradient norm is known; compile it with --schedule plain "
                            "(docs/training.md: its memory cost)");
@@ -295,10 +295,10 @@ static void catch_stop_signals(void)
     sigaction(SIGTERM, &sa, NULL);
 }
 
-static int ckpt_due(const gcrt_run *st, long step)
+static int ckpt_due(const gcrt_run *st, long step, int stop)
 {
     const gcrt_options *o = &st->o;
-    return o->ckpt_dir && ((o->save_every > 0 && step % o->save_every == 0) || step == o->steps || stop_signal);
+    return o->ckpt_dir && ((o->save_every > 0 && step % o->save_every == 0) || step == o->steps || stop);
 }
 
 /* The step of a program that updates inside its backward (fused-opt). */
@@ -331,8 +331,8 @@ static void run_step(gcrt_run *st, gcrt_step_info *si)
     float *grads = (float *)st->ctx.region[GC_REGION_GRADS];
     si->gnorm = NAN;
     si->skipped = 0;
-    if (st->ctx.nranks > 1) {      /* split programs: the loss is the mean over ranks */
-        si->loss = gcrt_mean_loss(st, gcrt_run_step(st, GC_PHASE_FWD | GC_PHASE_BWD | GC_PHASE_OPT));
+    if (st->ctx.nranks > 1) {      /* split programs: every rank takes the same decisions (split_step.c) */
+        gcrt_split_step(st, si);
         return;
     }
     if (has_grads(p)) {   /* also every program with micro-batches */
@@ -398,7 +398,7 @@ static int train(gcrt_run *st, int *stopped)
         if (st->prof && step == st->first_step && st->o.steps > step)   /* the first step pays first-touch page faults */
             memset(st->prof, 0, (size_t)st->prog->nprof * sizeof *st->prof);
         st->skipped += si.skipped;
-        if (!si.skipped && (!isfinite(si.loss) || (has_grads(st->prog) && !isfinite(si.gnorm))))
+        if (!si.skipped && (!isfinite(si.loss) || ((has_grads(st->prog) || st->prog->nupd_grads) && !isfinite(si.gnorm))))
             return nonfinite(st, &si);
         if (want_val(st, step) && validate(st, &si.val))
             return 1;
@@ -407,11 +407,14 @@ static int train(gcrt_run *st, int *stopped)
             report_reserve(st);
         if (step > st->first_step || st->o.steps == step)
             sum_ms += si.ms, timed++;
-        if (ckpt_due(st, step) && gcrt_ckpt_write(st, step))
+        int stop = stop_signal;       /* read once: a signal arriving now counts after the next step */
+        if (st->ctx.nranks > 1 && gcrt_group_any(st, stop) && !stop)
+            stop = SIGTERM;           /* a signal to one rank stops them all after the same step */
+        if (ckpt_due(st, step, stop) && gcrt_ckpt_write(st, step))
             return 1;
-        if (stop_signal) {
+        if (stop) {
             gcrt_progress_break();
-            printf("stopped by %s after step %ld%s\n", stop_signal == SIGINT ? "SIGINT" : "SIGTERM", step,
+            printf("stopped by %s after step %ld%s\n", stop == SIGINT ? "SIGINT" : "SIGTERM", step,
                    st->o.ckpt_dir ? "; resume with --resume" : " (no --ckpt-dir: nothing saved)");
             *stopped = 1;
             return 0;
@@ -449,14 +452,13 @@ static int run_program(gcrt_run *st)
     char err[512] = "";
     if (check_program(p, &st->o))
         return 1;
-    if (st->ctx.nranks > 1 && (st->o.ckpt_dir || st->o.resume || st->o.grad_clip > 0 || st->o.skip_nonfinite))
-        return gcrt_errorf("--ckpt-dir, --resume, --grad-clip and --skip-nonfinite: not available yet in a program "
-                           "split over ranks (--save and --init are)");
+    if (p->comm && p->comm->watch)   /* split programs: no collective waits forever (comm_mpi.c) */
+        p->comm->watch(st->o.comm_timeout);
     set_threads(st->o.threads);
     if (gc_device_init(err, sizeof err) != 0)
         return gcrt_errorf("%s", *err ? err : "device initialisation failed");
     gcrt_print_header(p);
-    if (check_fits(p) || gcrt_data_open(st) || (st->o.ckpt_dir && gcrt_ckpt_dir_open(st->o.ckpt_dir)) ||
+    if (check_fits(p) || gcrt_data_open(st) || (st->o.ckpt_dir && st->ctx.rank == 0 && gcrt_ckpt_dir_open(st->o.ckpt_dir)) ||
         prepare_params(st) || open_outputs(st))
         return 1;
     st->inputs = calloc((size_t)st->BT, sizeof(int32_t));

@@ -105,4 +105,4 @@ static void comm_abort(int status)
 }
 
 extern "C" const gc_comm gc_comm_group = {comm_init, comm_finalize, comm_sum_doubles, comm_abort,
-                                           comm_allgather_floats};
+                                           comm_allgather_floats, NULL};   /* no watchdog yet */

@@ -221,21 +221,33 @@ static __global__ void gc_scale_kernel(float *x, long n, float s, long nv)
     }
 }
 
+/* Blocks for the work items of n elements (vectors of 4 when x is aligned):
+ * up to SUMSQ_BLOCKS, no more than the items fill, so the many small
+ * tensors of a fused-opt step's gradient norm (one call per tensor) launch
+ * a block or a few, not 65536 threads each. */
+static int sumsq_blocks(const float *x, long n)
+{
+    long nv = gc_al16(x) ? n / 4 : 0, items = nv + (n - nv * 4);
+    long b = (items + SUMSQ_THREADS - 1) / SUMSQ_THREADS;
+    return b < 1 ? 1 : b > SUMSQ_BLOCKS ? SUMSQ_BLOCKS : (int)b;
+}
+
 double gc_device_sumsq(const float *x, long n)
 {
     static double *part;
     double host[SUMSQ_BLOCKS];
+    int nb = sumsq_blocks(x, n);
     if (!part)
         GC_CUDA_CHECK(cudaMalloc((void **)&part, SUMSQ_BLOCKS * sizeof(double)));
-    GC_LAUNCH(gc_sumsq_kernel, SUMSQ_BLOCKS, SUMSQ_THREADS, 0, part, x, n, gc_al16(x) ? n / 4 : 0L);
-    gc_device_download(host, part, sizeof host);
+    GC_LAUNCH(gc_sumsq_kernel, nb, SUMSQ_THREADS, 0, part, x, n, gc_al16(x) ? n / 4 : 0L);
+    gc_device_download(host, part, (size_t)nb * sizeof(double));
     double sum = 0;
-    for (int b = 0; b < SUMSQ_BLOCKS; b++)
+    for (int b = 0; b < nb; b++)
         sum += host[b];
     return sum;
 }
 
 void gc_device_scale(float *x, long n, float s)
 {
-    GC_LAUNCH(gc_scale_kernel, SUMSQ_BLOCKS, SUMSQ_THREADS, 0, x, n, s, gc_al16(x) ? n / 4 : 0L);
+    GC_LAUNCH(gc_scale_kernel, sumsq_blocks(x, n), SUMSQ_THREADS, 0, x, n, s, gc_al16(x) ? n / 4 : 0L);
 }

@@ -257,7 +257,18 @@ void gc_cast_bf16(gc_bf16 *out, const float *in, long n);   /* round to nearest 
 void gc_attention_fwd_bf16(gc_bf16 *y, float *lse, const gc_bf16 *x, const long *geom, float scale);
 void gc_attention_bwd_bf16(gc_bf16 *dx, const gc_bf16 *dy, const gc_bf16 *x, const gc_bf16 *y, const float *lse,
                            const long *geom, float scale, int acc);
+/* The bf16 attention's tensor-core (WMMA) kernels: on by default, used on
+ * sm_80 and newer (gc_cuda_attention_wmma() then says 1); off, or on an
+ * older device, the bf16 attention runs the SIMT kernels of the fp32 path.
+ * For tests and comparisons on a GPU. */
+void gc_cuda_set_attention_wmma(int on);
+int gc_cuda_attention_wmma(void);
 void gc_cast_f32(float *out, const gc_bf16 *in, long n);
+/* classifier_cuda.cu: the fused classifier (gc_classifier) on bf16 x, w,
+ * chunk and dx; loss, dw and rowloss (N doubles) fp32 storage */
+void gc_classifier_bf16(float *loss, gc_bf16 *dx, float *dw, gc_bf16 *chunk, float *rowloss, const gc_bf16 *x,
+                        const gc_bf16 *w, const int32_t *targets, long N, long C, long Vp, long V, long R, float seed,
+                        int acc);
 
 #ifdef __cplusplus
 }

@@ -1800,3 +1800,5 @@ void gc_poison(void *p, size_t bytes)
 
 /* fused attention: its own file, built as part of this one (shares the helpers above) */
 #include "attention_cuda.cu"
+/* fused classifier + cross-entropy: likewise */
+#include "classifier_cuda.cu"

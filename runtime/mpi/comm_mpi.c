@@ -6,17 +6,127 @@
  * chunk, once) followed by an all-gather of the chunks, so every rank holds
  * the same bits afterwards and replicated parameters never drift apart.
  * Failures: MPI's default handler (errors are fatal) stays; a rank that exits
- * early or dies makes mpirun end the job and name the rank.
+ * early or dies makes mpirun end the job and name the rank. A rank that
+ * neither dies nor answers (stopped, stuck) is caught by the watchdog: a
+ * thread that ends this rank with an error when one collective has not
+ * completed within --comm-timeout seconds, naming the ranks on this node
+ * that are gone or stopped (pids and hosts are exchanged when the group
+ * forms); mpirun then ends the others.
  */
+#define _POSIX_C_SOURCE 200809L
+#include <errno.h>
 #include <mpi.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
+#include <unistd.h>
 
 #include "gc_runtime.h"
 
 static int g_rank, g_size = 1;
 static int *g_counts, *g_displs;   /* per rank, for the current message */
+
+/* ---------------------------------------------------------------- the watchdog */
+
+enum { HOSTLEN = 64 };
+static int *g_pids;                       /* per rank */
+static char (*g_hosts)[HOSTLEN];          /* per rank */
+static double g_timeout;                  /* seconds; 0: no watchdog */
+static atomic_llong g_since_ms;           /* when the collective in flight began; 0: none */
+static atomic_int g_what, g_watching;
+static pthread_t g_watch_thread;
+static const char *const what_names[] = {"", "an all-reduce", "a reduce-scatter", "an all-gather", "a gather",
+                                         "a sum over ranks", "the group's exit (MPI_Finalize)"};
+enum { W_NONE, W_ALLREDUCE, W_REDUCE_SCATTER, W_ALLGATHER, W_GATHER, W_SUM, W_FINALIZE };
+
+static long long now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+static void enter(int what)
+{
+    atomic_store(&g_what, what);
+    atomic_store(&g_since_ms, now_ms());
+}
+
+static void leave(void) { atomic_store(&g_since_ms, 0); }
+
+/* "stopped", "gone" or NULL (running) for a process of this node */
+static const char *peer_state(int pid)
+{
+    if (kill(pid, 0) != 0 && errno == ESRCH)
+        return "gone";
+    char path[64], buf[512];
+    snprintf(path, sizeof path, "/proc/%d/stat", pid);
+    FILE *f = fopen(path, "r");
+    if (!f)
+        return NULL;
+    size_t n = fread(buf, 1, sizeof buf - 1, f);
+    fclose(f);
+    buf[n] = '\0';
+    const char *e = strrchr(buf, ')');   /* "pid (comm) S ..." */
+    if (!e || e[1] != ' ')
+        return NULL;
+    return e[2] == 'T' || e[2] == 't' ? "stopped" : e[2] == 'Z' || e[2] == 'X' ? "gone" : NULL;
+}
+
+/* The error line of a collective that timed out, then this rank ends. */
+static void timed_out(double waited)
+{
+    char names[1024] = "";
+    size_t len = 0;
+    int other_hosts = 0;
+    for (int r = 0; r < g_size; r++) {
+        if (r == g_rank)
+            continue;
+        if (strcmp(g_hosts[r], g_hosts[g_rank])) {
+            other_hosts++;
+            continue;
+        }
+        const char *st = peer_state(g_pids[r]);
+        if (st && len < sizeof names - 80)
+            len += (size_t)snprintf(names + len, sizeof names - len, "%srank %d (pid %d on %s) is %s",
+                                    len ? ", " : "", r, g_pids[r], g_hosts[r], st);
+    }
+    fprintf(stderr, "error: rank %d: %s has not completed after %.0f s (--comm-timeout %g): %s%s; ending rank %d\n",
+            g_rank, what_names[atomic_load(&g_what)], waited, g_timeout,
+            len ? names : "no rank on this node is gone or stopped",
+            other_hosts ? " (ranks on other nodes not checked)" : "", g_rank);
+    fflush(stderr);
+    _exit(1);
+}
+
+static void *watch_main(void *arg)
+{
+    (void)arg;
+    struct timespec tick = {0, 200 * 1000000L};
+    while (atomic_load(&g_watching)) {
+        nanosleep(&tick, NULL);
+        long long since = atomic_load(&g_since_ms);
+        if (since && (double)(now_ms() - since) / 1e3 >= g_timeout)
+            timed_out((double)(now_ms() - since) / 1e3);
+    }
+    return NULL;
+}
+
+static void comm_watch(double timeout_s)
+{
+    if (timeout_s <= 0 || atomic_load(&g_watching))
+        return;
+    g_timeout = timeout_s;
+    atomic_store(&g_watching, 1);
+    if (pthread_create(&g_watch_thread, NULL, watch_main, NULL) != 0) {
+        atomic_store(&g_watching, 0);
+        fprintf(stderr, "warning: rank %d: no watchdog thread: --comm-timeout is off\n", g_rank);
+    }
+}
 
 /* Chunk of rank r when n elements are cut into g_size nearly equal parts. */
 static void chunks(long n)
@@ -37,6 +147,7 @@ void gc_allreduce(float *out, const float *in, long n, int avg)
     }
     if (out != in)
         memcpy(out, in, (size_t)n * sizeof *out);
+    enter(W_ALLREDUCE);
     chunks(n);
     float *mine = out + g_displs[g_rank];
     /* in place: the reduced chunk of this rank lands at out[0..count) */
@@ -48,6 +159,7 @@ void gc_allreduce(float *out, const float *in, long n, int avg)
         for (long i = 0; i < c; i++)
             mine[i] /= (float)g_size;
     MPI_Allgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, out, g_counts, g_displs, MPI_FLOAT, MPI_COMM_WORLD);
+    leave();
 }
 
 static void check_count(const char *what, long n)
@@ -61,7 +173,9 @@ static void check_count(const char *what, long n)
 void gc_reduce_scatter(float *out, const float *in, long n, int avg)
 {
     check_count("reduce-scatter", n);
+    enter(W_REDUCE_SCATTER);
     MPI_Reduce_scatter_block(in, out, (int)n, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
+    leave();
     if (avg)
         for (long i = 0; i < n; i++)
             out[i] /= (float)g_size;
@@ -74,19 +188,25 @@ void gc_allgather(float *whole, const float *part, long n)
         fprintf(stderr, "error: rank %d: all-gather part is not this rank's place in the whole\n", g_rank);
         MPI_Abort(MPI_COMM_WORLD, 1);
     }
+    enter(W_ALLGATHER);
     MPI_Allgather(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, whole, (int)n, MPI_FLOAT, MPI_COMM_WORLD);
+    leave();
 }
 
 void gc_gather(float *out, const float *in, long n)
 {
     check_count("gather", n);
+    enter(W_GATHER);
     MPI_Allgather(in, (int)n, MPI_FLOAT, out, (int)n, MPI_FLOAT, MPI_COMM_WORLD);
+    leave();
 }
 
 static void comm_allgather_floats(float *whole, long n)
 {
     check_count("all-gather", n);
+    enter(W_ALLGATHER);
     MPI_Allgather(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, whole, (int)n, MPI_FLOAT, MPI_COMM_WORLD);
+    leave();
 }
 
 static int comm_init(int *rank, int *nranks, char *err, size_t errlen)
@@ -101,10 +221,18 @@ static int comm_init(int *rank, int *nranks, char *err, size_t errlen)
     MPI_Comm_size(MPI_COMM_WORLD, &g_size);
     g_counts = calloc((size_t)g_size, sizeof *g_counts);
     g_displs = calloc((size_t)g_size, sizeof *g_displs);
-    if (!g_counts || !g_displs) {
+    g_pids = calloc((size_t)g_size, sizeof *g_pids);
+    g_hosts = calloc((size_t)g_size, sizeof *g_hosts);
+    if (!g_counts || !g_displs || !g_pids || !g_hosts) {
         snprintf(err, errlen, "out of host memory");
         return -1;
     }
+    char host[HOSTLEN] = "";   /* for the watchdog's message: who runs where */
+    if (gethostname(host, sizeof host - 1) != 0)
+        snprintf(host, sizeof host, "?");
+    int pid = (int)getpid();
+    MPI_Allgather(&pid, 1, MPI_INT, g_pids, 1, MPI_INT, MPI_COMM_WORLD);
+    MPI_Allgather(host, HOSTLEN, MPI_CHAR, g_hosts, HOSTLEN, MPI_CHAR, MPI_COMM_WORLD);
     *rank = g_rank;
     *nranks = g_size;
     return 0;
@@ -112,14 +240,24 @@ static int comm_init(int *rank, int *nranks, char *err, size_t errlen)
 
 static void comm_finalize(void)
 {
+    enter(W_FINALIZE);
     MPI_Finalize();
+    leave();
+    if (atomic_load(&g_watching)) {
+        atomic_store(&g_watching, 0);
+        pthread_join(g_watch_thread, NULL);
+    }
     free(g_counts);
     free(g_displs);
+    free(g_pids);
+    free(g_hosts);
 }
 
 static void comm_sum_doubles(double *x, int n)
 {
+    enter(W_SUM);
     MPI_Allreduce(MPI_IN_PLACE, x, n, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
+    leave();
 }
 
 static void comm_abort(int status)
@@ -129,4 +267,5 @@ static void comm_abort(int status)
     MPI_Abort(MPI_COMM_WORLD, status);
 }
 
-const gc_comm gc_comm_group = {comm_init, comm_finalize, comm_sum_doubles, comm_abort, comm_allgather_floats};
+const gc_comm gc_comm_group = {comm_init, comm_finalize, comm_sum_doubles, comm_abort, comm_allgather_floats,
+                               comm_watch};

@@ -2,7 +2,8 @@
  * shuffles, ballots, barriers, shared and dynamic shared memory, that a
  * missing __syncthreads shows up as an order-dependent result, and that
  * undefined behaviour (barrier after an exit, partial warps, bad launches,
- * deadlock) aborts with a message instead of passing silently. */
+ * deadlock) aborts with a message instead of passing silently. The WMMA shim
+ * (mma.h): products in every layout, and its contract checks. */
 #include <stdio.h>
 #include <string.h>
 #include <sys/wait.h>
@@ -14,6 +15,7 @@
 
 #include "child.h"
 #include "gc_cuda.h"
+#include <mma.h>
 
 static int failures, checks;
 
@@ -95,6 +97,99 @@ static __global__ void deadlock_kernel(int *out)
     else
         __syncwarp();
     out[threadIdx.x] = 1;
+}
+
+/* ---------------------------------------------------------------- wmma */
+namespace wm = nvcuda::wmma;
+struct alignas(32) SharedTile {   /* __shared__ is `static` here: the alignment goes on the type */
+    float v[512];
+};
+
+/* out (16 x 16 floats, row-major) = a b + out; a, b 16 x 16 bf16 stored
+ * row-major (la, lb = 0) or column-major (1); the accumulator goes through
+ * memory column-major when lc = 1 */
+template <class LA, class LB>
+static __global__ void wmma_kernel(float *out, const __nv_bfloat16 *a, const __nv_bfloat16 *b, int lc)
+{
+    __shared__ SharedTile cs;
+    float *c = cs.v;
+    wm::fragment<wm::matrix_a, 16, 16, 16, __nv_bfloat16, LA> fa;
+    wm::fragment<wm::matrix_b, 16, 16, 16, __nv_bfloat16, LB> fb;
+    wm::fragment<wm::accumulator, 16, 16, 16, float> fc;
+    for (int e = threadIdx.x; e < 256; e += blockDim.x)
+        c[lc ? e % 16 * 16 + e / 16 : e] = out[e];
+    __syncwarp();
+    wm::load_matrix_sync(fa, a, 16);
+    wm::load_matrix_sync(fb, b, 16);
+    wm::load_matrix_sync(fc, c, 16, lc ? wm::mem_col_major : wm::mem_row_major);
+    wm::mma_sync(fc, fa, fb, fc);
+    __syncwarp();
+    wm::store_matrix_sync(c, fc, 16, lc ? wm::mem_col_major : wm::mem_row_major);
+    __syncwarp();
+    for (int e = threadIdx.x; e < 256; e += blockDim.x)
+        out[e] = c[lc ? e % 16 * 16 + e / 16 : e];
+}
+
+/* misuse: 1 ldm 12 (bf16), 2 a pointer 16 bytes off, 3 lanes with different
+ * pointers, 4 float store with ldm 6; 5 a partial warp (launch 48 threads) */
+static __global__ void wmma_bad_kernel(float *out, const __nv_bfloat16 *a, int bad)
+{
+    __shared__ SharedTile cs;
+    float *c = cs.v;
+    wm::fragment<wm::matrix_a, 16, 16, 16, __nv_bfloat16, wm::row_major> fa;
+    wm::fragment<wm::accumulator, 16, 16, 16, float> fc;
+    wm::fill_fragment(fc, 1.0f);
+    wm::load_matrix_sync(fa, a + (bad == 2 ? 8 : bad == 3 ? threadIdx.x % 2 * 16 : 0), bad == 1 ? 12 : 16);
+    wm::store_matrix_sync(c, fc, bad == 4 ? 6 : 16, wm::mem_row_major);
+    out[threadIdx.x] = c[threadIdx.x];
+}
+
+/* each lane reads the element at 8 lane of a tile the warp stored: without
+ * the __syncwarp, other lanes' shares may not be there yet */
+static __global__ void wmma_store_race_kernel(float *out, int sync)
+{
+    __shared__ SharedTile cs;
+    float *c = cs.v;
+    for (int e = threadIdx.x; e < 256; e += 32)
+        c[e] = -1.0f;
+    __syncwarp();
+    wm::fragment<wm::accumulator, 16, 16, 16, float> fc;
+    wm::fill_fragment(fc, 2.0f);
+    wm::store_matrix_sync(c, fc, 16, wm::mem_row_major);
+    if (sync)
+        __syncwarp();
+    out[threadIdx.x] = c[threadIdx.x * 8 + 1];
+}
+
+/* a b + c in float, k in order, as the shim and the reference agree */
+static bool wmma_case(int la, int lb, int lc)
+{
+    alignas(32) static __nv_bfloat16 a[256], b[256];   /* wmma wants 256-bit aligned pointers */
+    std::vector<float> af(256), bf(256), out(256), want(256);
+    for (int e = 0; e < 256; e++) {
+        a[e] = __float2bfloat16((float)((e * 37 % 23) - 11) / 8);
+        b[e] = __float2bfloat16((float)((e * 53 % 19) - 9) / 4);
+        af[e] = __bfloat162float(a[e]);
+        bf[e] = __bfloat162float(b[e]);
+        out[e] = want[e] = (float)(e % 7) - 3;
+    }
+    for (int i = 0; i < 16; i++)
+        for (int j = 0; j < 16; j++) {
+            float s = want[i * 16 + j];
+            for (int k = 0; k < 16; k++)
+                s += af[la ? k * 16 + i : i * 16 + k] * bf[lb ? j * 16 + k : k * 16 + j];
+            want[i * 16 + j] = s;
+        }
+    __nv_bfloat16 *da = a, *db = b;
+    if (!la && !lb)
+        GC_LAUNCH((wmma_kernel<wm::row_major, wm::row_major>), 1, 32, 0, out.data(), da, db, lc);
+    else if (!la && lb)
+        GC_LAUNCH((wmma_kernel<wm::row_major, wm::col_major>), 1, 32, 0, out.data(), da, db, lc);
+    else if (la && !lb)
+        GC_LAUNCH((wmma_kernel<wm::col_major, wm::row_major>), 1, 32, 0, out.data(), da, db, lc);
+    else
+        GC_LAUNCH((wmma_kernel<wm::col_major, wm::col_major>), 1, 32, 0, out.data(), da, db, lc);
+    return out == want;
 }
 
 /* ---------------------------------------------------------------- checks */
@@ -181,6 +276,36 @@ int main()
     expect_abort([&] { GC_LAUNCH(index_kernel, 1, 2048, 0, junk.data()); }, "invalid configuration argument");
     expect_abort([&] { GC_LAUNCH(index_kernel, dim3(1, 70000), 32, 0, junk.data()); },
                  "invalid configuration argument");
+
+    /* wmma: every layout of a, b and the accumulator in memory */
+    ok = true;
+    long m0 = gcemu_wmma_mmas;
+    for (int la = 0; la < 2; la++)
+        for (int lb = 0; lb < 2; lb++)
+            for (int lc = 0; lc < 2; lc++)
+                ok &= wmma_case(la, lb, lc);
+    expect(ok && gcemu_wmma_mmas - m0 == 8, "wmma: a b + c in every layout, one mma_sync per warp call");
+    race_seen = false, all_right = true;
+    for (int order = 0; order < 3; order++) {
+        std::vector<float> r(32);
+        gcemu_set_order(order, 3);
+        GC_LAUNCH(wmma_store_race_kernel, 1, 32, 0, r.data(), 0);
+        for (float v : r)
+            race_seen |= v != 2.0f;
+        GC_LAUNCH(wmma_store_race_kernel, 1, 32, 0, r.data(), 1);
+        for (float v : r)
+            all_right &= v == 2.0f;
+    }
+    expect(race_seen, "wmma: reading another lane's share of a store before __syncwarp is seen");
+    expect(all_right, "wmma: store_matrix_sync then __syncwarp");
+    alignas(32) static __nv_bfloat16 tile[512];
+    std::vector<float> fo(64);
+    expect_abort([&] { GC_LAUNCH(wmma_bad_kernel, 1, 32, 0, fo.data(), tile, 1); }, "ldm 12 is not a multiple of 8");
+    expect_abort([&] { GC_LAUNCH(wmma_bad_kernel, 1, 32, 0, fo.data(), tile, 2); }, "is not 256-bit aligned");
+    expect_abort([&] { GC_LAUNCH(wmma_bad_kernel, 1, 32, 0, fo.data(), tile, 3); },
+                 "load_matrix_sync: lanes passed different arguments");
+    expect_abort([&] { GC_LAUNCH(wmma_bad_kernel, 1, 32, 0, fo.data(), tile, 4); }, "ldm 6 is not a multiple of 4");
+    expect_abort([&] { GC_LAUNCH(wmma_bad_kernel, 1, 48, 0, fo.data(), tile, 5); }, "wmma call from a partial warp");
 
     printf("%s: %d checks, %d failed\n", failures ? "FAIL" : "ok", checks, failures);
     return failures ? 1 : 0;

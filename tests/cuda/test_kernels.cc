@@ -20,6 +20,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <functional>
@@ -29,6 +30,9 @@
 
 #include "child.h"
 #include "gc_cuda.h"
+#ifdef GCEMU
+#include <mma.h>   /* the shim's gcemu_wmma_mmas */
+#endif
 
 /* The CPU reference: the same signatures, other names. */
 extern "C" {
@@ -54,6 +58,7 @@ decltype(gc_adamw) cpu_adamw;
 decltype(gc_poison) cpu_poison;
 decltype(gc_attention_fwd) cpu_attention_fwd;
 decltype(gc_attention_bwd) cpu_attention_bwd;
+decltype(gc_classifier) cpu_classifier;
 }
 
 typedef std::vector<float> Vec;
@@ -1328,9 +1333,6 @@ static void att_geom(long *g, long B, long NH, long T, long hs, int heads_out)
     memcpy(g, v, sizeof v);
 }
 
-/* fp32 and bf16 storage against the CPU kernels (bf16: the CPU runs on the
- * bf16-rounded inputs; tolerance of one bf16 rounding of the outputs plus
- * the rounding of intermediate y) */
 /* ---------------------------------------------------------------- bias + GELU */
 /* fuse_gelu.c's ops against the CPU kernels, fp32 and bf16: the cuBLASLt
  * GELU_AUX_BIAS / DGELU epilogues (N a multiple of 8, aligned bias and pre),
@@ -1469,14 +1471,80 @@ static void test_add_layernorm()
                 }
 }
 
+#ifndef GCEMU
+/* On a GPU only: bf16 attention at GPT-2 124M's shape (B=8, NH=12, T=1024,
+ * hs=64), forward + backward, tensor cores (WMMA) against the SIMT path:
+ * ms per call (mean of 5 after a warm-up) and the largest difference of the
+ * two outputs relative to the largest |y| or |dx|. Printed, not checked
+ * (tests/gpu/run.sh copies the line into its summary). */
+static void time_attention()
+{
+    const long B = 8, NH = 12, T = 1024, hs = 64, nx = B * T * 3 * NH * hs, ny = B * NH * T * hs;
+    long geom[12];
+    att_geom(geom, B, NH, T, hs, 1);
+    float scale = 1.0f / sqrtf((float)hs);
+    Dev d;
+    gc_bf16 *x = d.up(to_bf(rand_vec(nx, -2.0f, 2.0f))), *dy = d.up(to_bf(rand_vec(ny)));
+    gc_bf16 *y = d.up(to_bf(Vec(ny))), *dx = d.up(to_bf(Vec(nx)));
+    float *lse = d.up(Vec(B * NH * T));
+    double ms[2][2];
+    Vec out[2][2];
+    for (int wmma = 0; wmma < 2; wmma++) {
+        gc_cuda_set_attention_wmma(wmma);
+        for (int bwd = 0; bwd < 2; bwd++) {
+            auto call = [&] {
+                if (bwd)
+                    gc_attention_bwd_bf16(dx, dy, x, y, lse, geom, scale, 0);
+                else
+                    gc_attention_fwd_bf16(y, lse, x, geom, scale);
+            };
+            call();
+            gc_device_sync();
+            struct timespec t0, t1;
+            clock_gettime(CLOCK_MONOTONIC, &t0);
+            for (int r = 0; r < 5; r++)
+                call();
+            gc_device_sync();
+            clock_gettime(CLOCK_MONOTONIC, &t1);
+            ms[wmma][bwd] = ((t1.tv_sec - t0.tv_sec) * 1e3 + (t1.tv_nsec - t0.tv_nsec) / 1e6) / 5;
+            out[wmma][bwd] = bwd ? down_bf(dx, nx) : down_bf(y, ny);
+        }
+    }
+    gc_cuda_set_attention_wmma(1);
+    double diff[2] = {0, 0};
+    for (int bwd = 0; bwd < 2; bwd++) {
+        float top = 0, worst = 0;
+        for (size_t i = 0; i < out[0][bwd].size(); i++) {
+            top = fmaxf(top, fabsf(out[0][bwd][i]));
+            worst = fmaxf(worst, fabsf(out[1][bwd][i] - out[0][bwd][i]));
+        }
+        diff[bwd] = top > 0 ? worst / top : worst;
+    }
+    printf("attention bf16 B8 NH12 T1024 hs64: fwd %.3f ms wmma, %.3f ms simt (%.2fx); bwd %.3f ms wmma, %.3f ms simt "
+           "(%.2fx); max |wmma - simt| / max: fwd %.2g, bwd %.2g\n",
+           ms[1][0], ms[0][0], ms[0][0] / ms[1][0], ms[1][1], ms[0][1], ms[0][1] / ms[1][1], diff[0], diff[1]);
+}
+#endif
+
+/* fp32 and bf16 storage against the CPU kernels (bf16: the CPU runs on the
+ * bf16-rounded inputs; tolerance of one bf16 rounding of the outputs plus
+ * the rounding of intermediate y). bf16 runs twice: on tensor cores (WMMA,
+ * p and ds rounded to bf16 as operands) and on the SIMT path
+ * (gc_cuda_set_attention_wmma(0)). Head sizes 1, 12, 40 and 128 are padded
+ * to 16-wide WMMA chunks; T = 1, 37, 70 are not multiples of any tile.
+ * Under the emulator, bf16 with WMMA must run mma_syncs and the others none. */
 static void test_attention()
 {
     struct { long B, NH, T, hs; int heads_out; } shapes[] = {
-        {1, 1, 1, 1, 1}, {2, 3, 37, 12, 1}, {1, 2, 70, 16, 0}, {1, 1, 33, 64, 1},
+        {1, 1, 1, 1, 1}, {2, 3, 37, 12, 1}, {1, 2, 70, 16, 0}, {1, 1, 33, 64, 1}, {1, 2, 45, 40, 0},
+        {1, 1, 20, 128, 1},
     };
     char name[160];
     for (auto s : shapes)
-        for (int bf = 0; bf < 2; bf++) {
+        for (int path = 0; path < 3; path++) {   /* fp32, bf16 WMMA, bf16 SIMT */
+            int bf = path > 0, wmma = path == 1;
+            const char *tag = path == 0 ? "" : wmma ? "_bf16" : "_bf16 simt";
+            gc_cuda_set_attention_wmma(wmma);
             long geom[12];
             att_geom(geom, s.B, s.NH, s.T, s.hs, s.heads_out);
             long nx = s.B * s.T * 3 * s.NH * s.hs, ny = s.B * s.NH * s.T * s.hs, nl = s.B * s.NH * s.T;
@@ -1488,43 +1556,166 @@ static void test_attention()
             cpu_attention_fwd(y.data(), lse.data(), x.data(), geom, scale);
             if (bf)
                 y = round_bf(y);    /* what the backward reads */
-            NAME("attention_fwd%s B%ld NH%ld T%ld hs%ld", bf ? "_bf16" : "", s.B, s.NH, s.T, s.hs);
+            long mmas = 0;   /* mma_syncs of the last run (emulator only) */
+            (void)mmas;
+            NAME("attention_fwd%s B%ld NH%ld T%ld hs%ld", tag, s.B, s.NH, s.T, s.hs);
             Vec got = run_gpu(name, [&] {
                 Dev d;
+#ifdef GCEMU
+                long m0 = gcemu_wmma_mmas;
+#endif
                 float *l = d.up(nan_vec(nl));
+                Vec r;
                 if (bf) {
                     gc_bf16 *o = d.up(to_bf(nan_vec(ny)));
                     gc_attention_fwd_bf16(o, l, d.up(to_bf(x)), geom, scale);
-                    return cat({down_bf(o, ny), down(l, nl)});
+                    r = cat({down_bf(o, ny), down(l, nl)});
+                } else {
+                    float *o = d.up(nan_vec(ny));
+                    gc_attention_fwd(o, l, d.up(x), geom, scale);
+                    r = cat({down(o, ny), down(l, nl)});
                 }
-                float *o = d.up(nan_vec(ny));
-                gc_attention_fwd(o, l, d.up(x), geom, scale);
-                return cat({down(o, ny), down(l, nl)});
+#ifdef GCEMU
+                mmas = gcemu_wmma_mmas - m0;
+#endif
+                return r;
             });
             close(name, got, cat({y, lse}), bf ? BF16_TOL : 1e-5f);
+#ifdef GCEMU
+            checks++;
+            if ((mmas > 0) != wmma) {
+                printf("FAIL %s: %ld mma_syncs, want %s\n", name, mmas, wmma ? "some" : "none");
+                failures++;
+            }
+#endif
             for (int acc = 0; acc < 2; acc++) {
                 Vec dx0 = acc ? rand_vec(nx) : nan_vec(nx);
                 if (bf && acc)
                     dx0 = round_bf(dx0);
                 Vec want = dx0;
                 cpu_attention_bwd(want.data(), dy.data(), x.data(), y.data(), lse.data(), geom, scale, acc);
-                NAME("attention_bwd%s B%ld NH%ld T%ld hs%ld acc%d", bf ? "_bf16" : "", s.B, s.NH, s.T, s.hs, acc);
+                NAME("attention_bwd%s B%ld NH%ld T%ld hs%ld acc%d", tag, s.B, s.NH, s.T, s.hs, acc);
                 Vec gotb = run_gpu(name, [&] {
                     Dev d;
+#ifdef GCEMU
+                    long m0 = gcemu_wmma_mmas;
+#endif
                     float *l = d.up(lse);
+                    Vec r;
                     if (bf) {
                         gc_bf16 *dx = d.up(to_bf(dx0));
                         gc_attention_bwd_bf16(dx, d.up(to_bf(dy)), d.up(to_bf(x)), d.up(to_bf(y)), l, geom, scale,
                                               acc);
-                        return down_bf(dx, nx);
+                        r = down_bf(dx, nx);
+                    } else {
+                        float *dx = d.up(dx0);
+                        gc_attention_bwd(dx, d.up(dy), d.up(x), d.up(y), l, geom, scale, acc);
+                        r = down(dx, nx);
                     }
-                    float *dx = d.up(dx0);
-                    gc_attention_bwd(dx, d.up(dy), d.up(x), d.up(y), l, geom, scale, acc);
-                    return down(dx, nx);
+#ifdef GCEMU
+                    mmas = gcemu_wmma_mmas - m0;
+#endif
+                    return r;
                 });
                 close(name, gotb, want, bf ? BF16_TOL : 1e-5f);
+#ifdef GCEMU
+                checks++;
+                if ((mmas > 0) != wmma) {
+                    printf("FAIL %s: %ld mma_syncs, want %s\n", name, mmas, wmma ? "some" : "none");
+                    failures++;
+                }
+#endif
             }
         }
+    gc_cuda_set_attention_wmma(1);
+#ifndef GCEMU
+    time_attention();
+#endif
+}
+
+/* ---------------------------------------------------------------- classifier */
+/* fuse_classifier.c's op against the CPU op (classifier_cpu.c), fp32 and
+ * bf16: rows not a multiple of the chunk (a short last chunk), Vp not a
+ * multiple of the chunk nor of the 16-byte vector (rows not 16-byte aligned:
+ * the scalar path), a Vp with aligned rows (the vector path), one chunk
+ * (N <= R), dx and dw overwritten or accumulated, and seed 1 or 1/2 (two
+ * micro-batches). bf16: the reference is the unfused CPU ops (matmul,
+ * cross-entropy and its backward, the two gradient matmuls) on the
+ * bf16-rounded inputs, with the logits and their gradient rounded to bf16
+ * where the GPU rounds them (as the unfused bf16 ops do). Under the emulator: 3 cuBLASLt calls and 1 kernel per chunk, plus the
+ * loss's kernel (ir/ops.c op_launches). */
+static void test_classifier()
+{
+    struct { long N, C, Vp, V, R; } shapes[] = {
+        {37, 24, 70, 67, 16}, {40, 32, 264, 259, 64}, {9, 8, 13, 10, 4}, {33, 16, 128, 128, 11},
+    };
+    char name[160];
+    gc_cuda_set_tf32(0);
+    for (auto s : shapes)
+        for (int bf = 0; bf < 2; bf++)
+            for (int acc = 0; acc < 7; acc += 6)
+                for (int half = 0; half < 2; half++) {
+                    long N = s.N, C = s.C, Vp = s.Vp, V = s.V, R = s.R, nx = N * C, nw = Vp * C;
+                    float seed = half ? 0.5f : 1.0f;
+                    Vec x = rand_bf(nx, -2, 2), w = rand_bf(nw, -2, 2);
+                    IVec tg = rand_idx(N, (int32_t)V);
+                    Vec dx0 = acc ? rand_bf(nx) : nan_vec(nx), dw0 = acc ? rand_vec(nw) : nan_vec(nw);
+                    Vec loss(1), dx = dx0, dw = dw0, chunk(R * Vp), rl(2 * N);
+                    if (bf) {   /* the unfused ops, rounding where the GPU rounds: logits and their gradient */
+                        Vec lg(N * Vp), sd = {seed};
+                        cpu_matmul(lg.data(), x.data(), w.data(), 1, N, Vp, C, 0, 1, 0);
+                        lg = round_bf(lg);
+                        cpu_crossentropy_fwd(loss.data(), lg.data(), tg.data(), N, Vp, V);
+                        cpu_crossentropy_bwd(lg.data(), sd.data(), lg.data(), tg.data(), N, Vp, V, 0);
+                        lg = round_bf(lg);
+                        cpu_matmul(dx.data(), lg.data(), w.data(), 1, N, C, Vp, 0, 0, (acc >> 1) & 1);
+                        cpu_matmul(dw.data(), lg.data(), x.data(), 1, Vp, C, N, 1, 0, (acc >> 2) & 1);
+                    } else {
+                        cpu_classifier(loss.data(), dx.data(), dw.data(), chunk.data(), rl.data(), x.data(), w.data(),
+                                       tg.data(), N, C, Vp, V, R, seed, acc);
+                    }
+                    NAME("classifier%s N%ld C%ld Vp%ld V%ld R%ld acc%d seed%g", bf ? "_bf16" : "", N, C, Vp, V, R,
+                         acc, seed);
+                    long l0 = 0, m0 = 0;
+                    Vec got = run_gpu(name, [&] {
+                        Dev d;
+                        float *lo = d.up(nan_vec(1)), *gw = d.up(dw0), *r = d.up(nan_vec(2 * N));
+#ifdef GCEMU
+                        l0 = gcemu_launch_count(), m0 = gcemu_lt_matmuls;
+#endif
+                        Vec out;
+                        if (bf) {
+                            gc_bf16 *gx = d.up(to_bf(dx0)), *ch = d.up(to_bf(nan_vec(R * Vp)));
+                            gc_classifier_bf16(lo, gx, gw, ch, r, d.up(to_bf(x)), d.up(to_bf(w)), d.up(tg), N, C, Vp, V,
+                                               R, seed, acc);
+                            out = cat({down(lo, 1), down_bf(gx, nx), down(gw, nw)});
+                        } else {
+                            float *gx = d.up(dx0), *ch = d.up(nan_vec(R * Vp));
+                            gc_classifier(lo, gx, gw, ch, r, d.up(x), d.up(w), d.up(tg), N, C, Vp, V, R, seed, acc);
+                            out = cat({down(lo, 1), down(gx, nx), down(gw, nw)});
+                        }
+#ifdef GCEMU
+                        l0 = gcemu_launch_count() - l0, m0 = gcemu_lt_matmuls - m0;
+#endif
+                        return out;
+                    });
+                    /* each part against its own scale: the loss, dx, dw */
+                    float tol = bf ? BF16_TOL : 1e-5f;
+                    Vec g0(got.begin(), got.begin() + 1), g1(got.begin() + 1, got.begin() + 1 + nx),
+                        g2(got.begin() + 1 + nx, got.end());
+                    close(name, g0, loss, tol);
+                    close(name, g1, bf ? round_bf(dx) : dx, tol);
+                    close(name, g2, dw, tol);
+#ifdef GCEMU
+                    long chunks = (N + R - 1) / R;
+                    checks++;
+                    if (m0 != 3 * chunks || l0 != chunks + 1) {
+                        printf("FAIL %s: %ld cuBLASLt calls and %ld kernels, want %ld and %ld\n", name, m0, l0,
+                               3 * chunks, chunks + 1);
+                        failures++;
+                    }
+#endif
+                }
 }
 
 /* --error-case K: this process runs only the CUDA side of error case K. The
@@ -1552,6 +1743,9 @@ static void test_errors()
         {"crossentropy_bwd",
          [&] { Vec g(40), dl = {1.0f}; IVec t = {1, 20, 3, 4}; cpu_crossentropy_bwd(g.data(), dl.data(), logits.data(), t.data(), 4, 10, 10, 0); },
          [&] { Dev d; IVec t = {1, 20, 3, 4}; gc_crossentropy_bwd(d.up(Vec(40)), d.up(Vec{1.0f}), d.up(logits), d.up(t), 4, 10, 10, 0); gc_device_sync(); }},
+        {"classifier",   /* x (4 x 2), w (10 x 2): the logits of crossentropy's cases */
+         [&] { Vec l(1), dx(8), dw(20), ch(30), rl(8); IVec t = {1, 20, 3, 4}; cpu_classifier(l.data(), dx.data(), dw.data(), ch.data(), rl.data(), logits.data(), logits.data() + 8, t.data(), 4, 2, 10, 10, 3, 1.0f, 0); },
+         [&] { Dev d; IVec t = {1, 20, 3, 4}; gc_classifier(d.up(Vec(1)), d.up(Vec(8)), d.up(Vec(20)), d.up(Vec(30)), d.up(Vec(8)), d.up(logits), d.up(Vec(logits.begin() + 8, logits.begin() + 28)), d.up(t), 4, 2, 10, 10, 3, 1.0f, 0); gc_device_sync(); }},
     };
     for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
         auto &c = cases[k];
@@ -1622,6 +1816,7 @@ int main(int argc, char **argv)
         {"errors", test_errors},         {"attention", test_attention},
         {"vectors", test_vectors},
         {"gelu", test_gelu},             {"add_layernorm", test_add_layernorm},
+        {"classifier", test_classifier},
     };
     for (auto &g : groups) {
         if (!strstr(g.name, filter))

@@ -6,7 +6,9 @@
 #      warnings kept in $OUT/nvcc_*.txt);
 #   1. every CUDA kernel against the CPU kernels on random inputs, on the GPU
 #      (tests/cuda/test_kernels.cc: fp32, TF32 tolerance, bf16, 16-byte vector
-#      paths with tails and misaligned pointers);
+#      paths with tails and misaligned pointers; bf16 attention on tensor
+#      cores (WMMA) and on the SIMT path, odd T and head sizes, and a timing
+#      of the two at 124M's shape, copied into the summary);
 #   2. compute-sanitizer memcheck on 2 steps of each tiny program, before
 #      anything is timed (out-of-bounds or misaligned accesses);
 #   3. the tiny model, 10 steps, against the CPU target's losses (fp32 1e-4,
@@ -79,6 +81,7 @@ t0=$(date +%s)
 if [ -x "$obj/test_kernels" ]; then
     timeout 300 "$obj/test_kernels" >"$out/kernels.txt" 2>&1 || fail=1
     grep '^FAIL' "$out/kernels.txt" | head -5 | tee -a "$out/summary.txt"
+    grep '^attention bf16 ' "$out/kernels.txt" | tee -a "$out/summary.txt"
     log "kernel tests on the GPU ($(( $(date +%s) - t0 )) s): $(tail -1 "$out/kernels.txt")"
 fi
 

@@ -3,6 +3,7 @@
 # ranks and compare with one process at the same global batch.
 # usage: split.sh GCOMPILE GRAPH WORKDIR CHECK
 #   CHECK: dp2 | dp4 | zero1 | zero2 | zero3 | formulas | auto | ckpt | plan | ranks | death | nompi | cuda
+#          | clip | resume | nonfinite | stop | autorun | hang
 set -u
 gc=$1 graph=$2 dir=$3 check=$4
 mkdir -p "$dir"
@@ -85,6 +86,14 @@ auto)      # --split auto: the least predicted step time among the splits whose 
     grep -q 'dp .*(>mem)' tight.txt || fail "dp should be marked as not fitting"
     a --mem 1GiB >none.txt 2>err.txt && fail "--mem 1GiB should fit no split"
     grep -q "error: no split over 4 devices fits" err.txt || { cat err.txt; fail "no message"; }
+    # the issue's benchmark: 1558M at B=8 T=1024 fp32 fits 8 devices of 16 GiB once each split carries the budget
+    # search's micro-batches and recompute (no split fits without them: dp needs 27 GiB, zero3 63 GiB unrecomputed)
+    "$gc" "$graph" --config gpt2_1558M -D B=8 -D T=1024 --gpus 8 --mem 16GiB --split auto --emit plan-text \
+        >big.txt 2>big.err || { cat big.err; fail "1558M --gpus 8 --mem 16GiB --split auto does not fit"; }
+    grep -q '^  total .*budget 16.00 GiB: fits' big.txt || fail "1558M: no fitting total"
+    grep -q '^    why: .* is the least predicted step time' big.txt || fail "1558M: plan-text does not say why"
+    grep -q 'K=[0-9]* recompute [nsf]*  <- chosen' big.txt || fail "1558M: the chosen row lacks its levers"
+    sed -n '/^split:/p; /<- chosen/p; /why:/p' big.txt
     "$gc" "$graph" --gpus 2 --interconnect carrier-pigeon --emit plan 2>err.txt && fail "bad --interconnect"
     grep -q "error: --interconnect must be" err.txt || fail "no --interconnect message"
     ;;
@@ -180,6 +189,143 @@ death)     # a rank killed mid-run ends the job with an error naming it, never a
     wait "$mp" && fail "the job exited 0 after a rank died"
     grep -q "rank 1" err.txt || { cat err.txt; fail "the error does not name rank 1"; }
     echo "rank 1 killed: job ended: $(grep -m1 'rank 1' err.txt)"
+    ;;
+clip)      # --grad-clip under a split: the global norm counts each element once (dp: whole on every rank;
+           # zero: each rank's 1/N), so the clipped run equals one process's
+    compile t_one -D B=8 --schedule plain
+    ./t_one --steps 20 --grad-clip 0.5 --log one.jsonl >/dev/null || fail "one-process clipped run"
+    ./t_one --steps 20 --log free.jsonl >/dev/null || fail "one-process run"
+    log_losses one.jsonl >a.txt
+    log_losses free.jsonl >f.txt
+    cmp -s a.txt f.txt && fail "clipping at 0.5 changed no loss: the test would not see a wrong norm"
+    norms() { sed -n 's/.*"grad_norm":\([^,]*\),.*/\1/p' "$1"; }
+    norms one.jsonl >na.txt
+    for s in dp zero1 zero3; do
+        compile t_$s -D B=4 --gpus 2 --split $s --schedule plain
+        $MPIRUN -np 2 ./t_$s --steps 20 --grad-clip 0.5 --log $s.jsonl >$s.out 2>$s.err || { cat $s.err; fail "$s clipped run"; }
+        log_losses $s.jsonl >b.txt
+        echo "$s:"; same_losses a.txt b.txt 1e-6
+        norms $s.jsonl >nb.txt
+        [ "$(wc -l <nb.txt)" -eq 20 ] || fail "$s: no grad_norm in the log"
+        paste na.txt nb.txt | awk '{ d = ($1 - $2) / $1; d = d < 0 ? -d : d; if (d > m) m = d }
+            END { printf "max relative norm difference: %.3g\n", m; exit !(m <= 1e-6) }' || fail "$s: global norm differs"
+    done
+    # fused-opt split programs: no norm before the updates, so --grad-clip is refused; --log still gets the norm
+    compile t_fz2 -D B=4 --gpus 2 --split zero2
+    $MPIRUN -np 2 ./t_fz2 --steps 1 --grad-clip 0.5 >f.out 2>f.err && fail "fused-opt split program accepted --grad-clip"
+    grep -q "error: --grad-clip: this program updates each parameter inside the backward" f.err || { cat f.err; fail "no message"; }
+    compile t_f1 -D B=8
+    ./t_f1 --steps 20 --log f1.jsonl >/dev/null || fail "one-process fused run"
+    $MPIRUN -np 2 ./t_fz2 --steps 20 --log fz2.jsonl >f.out 2>f.err || { cat f.err; fail "fused zero2 run"; }
+    norms f1.jsonl >na.txt
+    norms fz2.jsonl >nb.txt
+    [ "$(wc -l <nb.txt)" -eq 20 ] || fail "fused zero2: no grad_norm in the log"
+    paste na.txt nb.txt | awk '{ d = ($1 - $2) / $1; d = d < 0 ? -d : d; if (d > m) m = d }
+        END { printf "fused zero2: max relative norm difference %.3g\n", m; exit !(m <= 1e-6) }' || fail "fused zero2 norm differs"
+    ;;
+resume)    # --ckpt-dir under a split: the model file is llm.c's (gathered), the state holds every rank's optimizer
+           # state; resuming continues exactly as the unbroken run, and the model loads into one process
+    compile t_one -D B=8
+    for s in dp zero1 zero3; do
+        compile t_$s -D B=4 --gpus 2 --split $s
+        rm -rf ck_$s
+        $MPIRUN -np 2 ./t_$s --steps 8 --log whole_$s.jsonl >w.out 2>w.err || { cat w.err; fail "$s unbroken run"; }
+        $MPIRUN -np 2 ./t_$s --steps 4 --ckpt-dir ck_$s --log part_$s.jsonl >p.out 2>p.err || { cat p.err; fail "$s first half"; }
+        [ -f ck_$s/model_00000004.bin ] && [ -f ck_$s/state_00000004.bin ] || fail "$s: no checkpoint: $(ls ck_$s)"
+        $MPIRUN -np 2 ./t_$s --steps 8 --resume ck_$s --ckpt-dir ck_$s --log part_$s.jsonl >r.out 2>r.err ||
+            { cat r.err; fail "$s resume"; }
+        grep -q "^resume: step 4 from" r.out || { cat r.out; fail "$s: did not resume from step 4"; }
+        log_losses whole_$s.jsonl >a.txt
+        log_losses part_$s.jsonl >b.txt
+        [ "$(wc -l <b.txt)" -eq 8 ] || fail "$s: expected 8 losses after the resume"
+        cmp -s a.txt b.txt || { paste a.txt b.txt; fail "$s: the resumed run differs from the unbroken one"; }
+        echo "$s: resumed at step 4, 8 losses identical to the unbroken run"
+        # the checkpoint's model file is an llm.c file: one process takes the same next step as from --save
+        $MPIRUN -np 2 ./t_$s --steps 4 --save s_$s.bin >/dev/null 2>&1 || fail "$s --save"
+        cmp -s s_$s.bin ck_$s/model_00000004.bin || fail "$s: the checkpoint's model differs from --save's"
+    done
+    # a state from other ranks' plan is refused with a located message
+    $MPIRUN -np 2 ./t_zero1 --steps 8 --resume ck_dp >x.out 2>x.err && fail "zero1 resumed dp's state"
+    grep -q "ck_dp/state_[0-9]*.bin: offset 32: written by a program with another plan" x.err || { cat x.err; fail "no located message"; }
+    ;;
+nonfinite) # --skip-nonfinite under a split: every rank skips the same steps (the mean loss is every rank's)
+    for sch in fused-opt plain; do
+        compile t_$sch -D B=4 --gpus 2 --split zero2 --schedule $sch
+        $MPIRUN -np 2 ./t_$sch --steps 5 --lr 1e30 --skip-nonfinite --log $sch.jsonl >$sch.out 2>$sch.err ||
+            { cat $sch.err; fail "$sch: skipping run"; }
+        [ "$(grep -c '"skipped":true' $sch.jsonl)" -eq 4 ] || { cat $sch.jsonl; fail "$sch: expected 4 skipped steps"; }
+        $MPIRUN -np 2 ./t_$sch --steps 5 --lr 1e30 >$sch.out 2>$sch.err && fail "$sch: a nan loss did not stop the run"
+        grep -q "error: step 2: loss is nan" $sch.err || { cat $sch.err; fail "$sch: no message"; }
+    done
+    ;;
+stop)      # SIGTERM to one rank only: every rank stops after the same step, with a checkpoint, exit 0
+    compile t_z1 -D B=4 --gpus 2 --split zero1
+    rm -rf ck
+    $MPIRUN -np 2 ./t_z1 --steps 1000000 --ckpt-dir ck --print-every 1 >out.txt 2>err.txt &
+    mp=$!
+    rank1=
+    for i in $(seq 1 100); do
+        for p in $(pgrep -P "$mp" 2>/dev/null); do
+            tr '\0' '\n' <"/proc/$p/environ" 2>/dev/null | grep -qx OMPI_COMM_WORLD_RANK=1 && rank1=$p
+        done
+        [ -n "$rank1" ] && grep -q '^step' out.txt && break
+        sleep 0.2
+    done
+    [ -n "$rank1" ] || { kill "$mp"; fail "rank 1 not found"; }
+    kill -TERM "$rank1"
+    for i in $(seq 1 150); do kill -0 "$mp" 2>/dev/null || break; sleep 0.2; done
+    kill -0 "$mp" 2>/dev/null && { kill -9 "$mp"; fail "the job still runs 30 s after SIGTERM to rank 1"; }
+    wait "$mp" || { cat err.txt; fail "the job did not exit 0 after SIGTERM to rank 1"; }
+    grep -q "^stopped by SIGTERM after step" out.txt || { tail out.txt; fail "rank 0 did not report the stop"; }
+    n=$(sed -n 's/^stopped by SIGTERM after step \([0-9]*\).*/\1/p' out.txt)
+    [ -f ck/state_$(printf %08d "$n").bin ] || fail "no checkpoint of step $n: $(ls ck)"
+    $MPIRUN -np 2 ./t_z1 --steps $((n + 2)) --resume ck >r.out 2>r.err || { cat r.err; fail "resume after the stop"; }
+    grep -q "^resume: step $n from" r.out || fail "did not resume from step $n"
+    echo "rank 1 got SIGTERM: both ranks stopped after step $n, checkpoint written, resumed"
+    ;;
+autorun)   # --split auto under --mem: the split with the budget search's micro-batches and per-layer recompute
+           # runs poisoned with the losses of one process (the budgets make it pick both levers)
+    compile t_one -D B=8
+    ./t_one --steps 20 --log one.jsonl >/dev/null || fail "one-process run"
+    log_losses one.jsonl >a.txt
+    for m in 2500KiB 1800KiB; do
+        compile t_$m -D B=4 --gpus 2 --split auto --mem $m --poison
+        "$gc" "$graph" --config tiny --target cpu -D B=4 --gpus 2 --split auto --mem $m --emit plan-text >p_$m.txt ||
+            fail "plan-text at $m"
+        sed -n '/<- chosen/p' p_$m.txt
+        grep -q 'recompute [ns]*f[nsf]*  <- chosen' p_$m.txt || fail "$m: expected a full-recompute layer in the choice"
+        $MPIRUN -np 2 ./t_$m --steps 20 --log s_$m.jsonl >s.out 2>s.err || { cat s.err; fail "$m: split run"; }
+        log_losses s_$m.jsonl >b.txt
+        same_losses a.txt b.txt 1e-6
+    done
+    grep -q 'K=4 recompute [nsf]*  <- chosen' p_1800KiB.txt || fail "1800KiB: expected 4 micro-batches"
+    ;;
+hang)      # a rank that stops answering (SIGSTOP: alive, so mpirun sees nothing): the others' watchdog ends
+           # the job within --comm-timeout with an error naming it, never a hang
+    compile t_dp2 --gpus 2
+    $MPIRUN -np 2 ./t_dp2 --steps 1000000 --comm-timeout 3 >out.txt 2>err.txt &
+    mp=$!
+    rank1=
+    for i in $(seq 1 100); do
+        for p in $(pgrep -P "$mp" 2>/dev/null); do
+            tr '\0' '\n' <"/proc/$p/environ" 2>/dev/null | grep -qx OMPI_COMM_WORLD_RANK=1 && rank1=$p
+        done
+        [ -n "$rank1" ] && grep -q '^step' out.txt && break
+        sleep 0.2
+    done
+    [ -n "$rank1" ] || { kill "$mp"; fail "rank 1 not found"; }
+    kill -STOP "$rank1"
+    for i in $(seq 1 150); do kill -0 "$mp" 2>/dev/null || break; sleep 0.2; done
+    if kill -0 "$mp" 2>/dev/null; then
+        kill -9 "$rank1" "$mp"
+        fail "the job still runs 30 s after rank 1 stopped (hang)"
+    fi
+    wait "$mp" && fail "the job exited 0 after a rank stopped"
+    grep -q "^error: rank 0: .* has not completed after [0-9]* s (--comm-timeout 3): rank 1 (pid $rank1 on .*) is stopped" err.txt ||
+        { cat err.txt; fail "rank 0's error does not name rank 1"; }
+    for i in $(seq 1 50); do kill -0 "$rank1" 2>/dev/null || break; sleep 0.2; done
+    kill -0 "$rank1" 2>/dev/null && { kill -9 "$rank1"; fail "the stopped rank 1 was left behind (10 s)"; }
+    grep -m1 '^error: rank 0' err.txt
     ;;
 nompi)     # single-rank programs do not link MPI
     compile t_one
