@@ -355,13 +355,19 @@ static int run_cmp(const void *pa, const void *pb)
     return (a->lo > b->lo) - (a->lo < b->lo);
 }
 
-static size_t best_fit_tree(Tree *t, const Buf *x)
+/* best_fit_list's offset for x through the tree, or SIZE_MAX when sorting
+ * the runs found would cost more than the plain scan of nplaced buffers */
+static size_t best_fit_tree(Tree *t, const Buf *x, int nplaced)
 {
     t->ngot = 0;
     tree_get(t, 1, 0, t->steps - 1, x->first, x->last);
-    int m = 0;
+    int m = 0, lg = 1;
     for (int i = 0; i < t->ngot; i++)
         m += t->got[i]->n;
+    while ((1 << lg) < m)
+        lg++;
+    if ((double)m * lg * 4 > nplaced)
+        return SIZE_MAX;
     if (m > t->captmp) {
         t->captmp = 2 * m;
         t->tmp = xrealloc(t->tmp, (size_t)t->captmp * sizeof *t->tmp);
@@ -400,7 +406,9 @@ static size_t place(const Buf *b, int n, const int *order, size_t *off, int nsch
     size_t top = 0;
     for (int k = 0; k < n; k++) {
         const Buf *x = &b[order[k]];
-        size_t at = usetree && x->size > 0 ? best_fit_tree(&t, x) : best_fit_list(&p, x);
+        size_t at = usetree && x->size > 0 ? best_fit_tree(&t, x, k) : SIZE_MAX;
+        if (at == SIZE_MAX)
+            at = best_fit_list(&p, x);
         off[order[k]] = at;
         if (at + x->size > top)
             top = at + x->size;
