@@ -28,41 +28,111 @@
 
 #include "passes.h"
 
-/* the non-dead ops reading root r (through views): their count, the first
- * two in *a, *b */
-static int readers(const Graph *g, int r, int *a, int *b)
+/* Per storage root of the tensors at the pass's start (n0 of them), the ops
+ * reading it and the ops writing it, so that each candidate costs its own
+ * ops rather than a walk over all ops. The pass adds no view above an old
+ * tensor (rebase's views sit under the new h'), so the roots of old tensors
+ * hold; the lists are supersets (every entry is rechecked) that gain an
+ * entry whenever an op starts reading or writing an old root. Queries on a
+ * newer root fall back to the scan over all ops. */
+typedef struct List { int *v, n, cap; } List;
+typedef struct Index { int n0, *root; List *rd, *wr; } Index;
+
+static void list_add(List *l, int o)
+{
+    if (l->n == l->cap) {
+        l->cap = l->cap ? 2 * l->cap : 4;
+        l->v = xrealloc(l->v, (size_t)l->cap * sizeof *l->v);
+    }
+    l->v[l->n++] = o;
+}
+
+static int root_of(const Graph *g, const Index *x, int t)
+{
+    return t < x->n0 ? x->root[t] : graph_root(g, t, NULL);
+}
+
+/* op o now reads (its inputs) and writes (its outputs) whatever it does */
+static void index_op(const Graph *g, Index *x, int o)
+{
+    const Op *op = &g->ops[o];
+    for (int i = 0; i < op->nin + op->nout; i++) {
+        int r = root_of(g, x, i < op->nin ? op->in[i] : op->out[i - op->nin]);
+        if (r < x->n0)
+            list_add(i < op->nin ? &x->rd[r] : &x->wr[r], o);
+    }
+}
+
+static int int_cmp(const void *a, const void *b)
+{
+    int p = *(const int *)a, q = *(const int *)b;
+    return (p > q) - (p < q);
+}
+
+static int reads_root(const Graph *g, const Index *x, const Op *op, int r)
+{
+    for (int i = 0; i < op->nin; i++)
+        if (root_of(g, x, op->in[i]) == r)
+            return 1;
+    return 0;
+}
+
+static int writes_root(const Graph *g, const Index *x, const Op *op, int r)
+{
+    for (int i = 0; i < op->nout; i++)
+        if (root_of(g, x, op->out[i]) == r)
+            return 1;
+    return 0;
+}
+
+/* The live ops that read (writes = 0) or write root r, ascending, into *out
+ * (caller frees); their count. */
+static int ops_at(const Graph *g, const Index *x, int r, int writes, int **out)
 {
     int n = 0;
-    *a = *b = -1;
-    for (int o = 0; o < g->nops; o++) {
-        const Op *op = &g->ops[o];
-        if (op->dead)
-            continue;
-        for (int i = 0; i < op->nin; i++)
-            if (graph_root(g, op->in[i], NULL) == r) {
-                if (n == 0)
-                    *a = o;
-                else if (n == 1)
-                    *b = o;
-                n++;
-                break;
-            }
+    int *v;
+    if (r < x->n0) {
+        const List *l = writes ? &x->wr[r] : &x->rd[r];
+        v = xmalloc(((size_t)l->n + 1) * sizeof *v);
+        memcpy(v, l->v, (size_t)l->n * sizeof *v);
+        qsort(v, (size_t)l->n, sizeof *v, int_cmp);
+        for (int i = 0; i < l->n; i++)
+            if (i == 0 || v[i] != v[i - 1])
+                v[n++] = v[i];
+    } else {
+        v = xmalloc(((size_t)g->nops + 1) * sizeof *v);
+        for (int o = 0; o < g->nops; o++)
+            v[n++] = o;
     }
+    int m = 0;
+    for (int i = 0; i < n; i++) {
+        const Op *op = &g->ops[v[i]];
+        if (!op->dead && (writes ? writes_root(g, x, op, r) : reads_root(g, x, op, r)))
+            v[m++] = v[i];
+    }
+    *out = v;
+    return m;
+}
+
+/* the non-dead ops reading root r (through views): their count, the first
+ * two in *a, *b */
+static int readers(const Graph *g, const Index *x, int r, int *a, int *b)
+{
+    int *v, n = ops_at(g, x, r, 0, &v);
+    *a = n > 0 ? v[0] : -1;
+    *b = n > 1 ? v[1] : -1;
+    free(v);
     return n;
 }
 
 /* 1 when some non-dead op other than `except` writes root r */
-static int other_writer(const Graph *g, int r, int except)
+static int other_writer(const Graph *g, const Index *x, int r, int except)
 {
-    for (int o = 0; o < g->nops; o++) {
-        const Op *op = &g->ops[o];
-        if (op->dead || o == except)
-            continue;
-        for (int i = 0; i < op->nout; i++)
-            if (graph_root(g, op->out[i], NULL) == r)
-                return 1;
-    }
-    return 0;
+    int *v, n = ops_at(g, x, r, 1, &v), other = 0;
+    for (int i = 0; i < n; i++)
+        other |= v[i] != except;
+    free(v);
+    return other;
 }
 
 /* t, or the same view of `to` when t is a view (chain) of root `from` */
@@ -88,6 +158,11 @@ static int rebase(Graph *g, int t, int from, int to)
 void pass_fuse_gelu(Graph *g)
 {
     int nops = g->nops;
+    Index ix = {g->nt, graph_roots(g, NULL), xcalloc((size_t)g->nt + 1, sizeof(List)),
+               xcalloc((size_t)g->nt + 1, sizeof(List))};
+    for (int k = 0; k < g->nops; k++)
+        if (!g->ops[k].dead)
+            index_op(g, &ix, k);
     for (int o = 0; o < nops; o++) {
         const Op *ge = &g->ops[o];
         if (ge->kind != OP_GELU || ge->phase != PH_FWD || ge->dead || ge->acc)
@@ -98,11 +173,11 @@ void pass_fuse_gelu(Graph *g)
             continue;
         int mm = g->t[pre].producer;
         const Op *m = &g->ops[mm];
-        if (m->kind != OP_MATMUL_BIAS || m->phase != PH_FWD || m->dead || m->acc || other_writer(g, pre, mm))
+        if (m->kind != OP_MATMUL_BIAS || m->phase != PH_FWD || m->dead || m->acc || other_writer(g, &ix, pre, mm))
             continue;
         /* pre: read by the gelu and one gelu_bwd (pre, dh) */
         int r0, r1;
-        if (readers(g, pre, &r0, &r1) != 2)
+        if (readers(g, &ix, pre, &r0, &r1) != 2)
             continue;
         int gb = r0 == o ? r1 : r0;
         const Op *b = &g->ops[gb];
@@ -111,7 +186,7 @@ void pass_fuse_gelu(Graph *g)
         /* dh: made by one plain backward matmul, read by the gelu_bwd only */
         int dh = b->in[1], dpre = b->out[0];
         int mg = g->t[dh].producer;
-        if (g->t[dh].view_of >= 0 || mg < 0 || other_writer(g, dh, mg) || readers(g, dh, &r0, &r1) != 1)
+        if (g->t[dh].view_of >= 0 || mg < 0 || other_writer(g, &ix, dh, mg) || readers(g, &ix, dh, &r0, &r1) != 1)
             continue;
         const Op *d = &g->ops[mg];
         if (d->kind != OP_MATMUL || d->phase != PH_BWD || d->dead || d->acc || d->out[0] != dh ||
@@ -119,12 +194,13 @@ void pass_fuse_gelu(Graph *g)
             continue;
 
         /* the backward reads h (else there is nothing to recompute it for) */
-        int hread = 0;
-        for (int k = 0; k < g->nops && !hread; k++)
-            for (int i = 0; i < g->ops[k].nin && !g->ops[k].dead && g->ops[k].phase == PH_BWD; i++)
-                hread |= graph_root(g, g->ops[k].in[i], NULL) == h;
-        if (!hread)
+        int hread = 0, *hr, nhr = ops_at(g, &ix, h, 0, &hr);
+        for (int k = 0; k < nhr; k++)
+            hread |= g->ops[hr[k]].phase == PH_BWD;
+        if (!hread) {
+            free(hr);
             continue;
+        }
 
         /* forward: matmul_bias_gelu writes h and pre */
         Op *f = &g->ops[mm];
@@ -147,16 +223,27 @@ void pass_fuse_gelu(Graph *g)
         g->t[dh].producer = -1;
         g->ops[gb].dead = 1;
         double saved = (double)g->t[dh].numel - (double)g->t[re].numel;   /* net 0: the saving is h's lifetime */
-        for (int k = 0; k < g->nops; k++) {
+        for (int j = 0; j < nhr; j++) {        /* the readers of h (none died since) */
+            int k = hr[j];
             if (g->ops[k].dead || g->ops[k].phase != PH_BWD || k == mg)
                 continue;
             for (int i = 0; i < g->ops[k].nin; i++)
-                if (graph_root(g, g->ops[k].in[i], NULL) == h) {
+                if (root_of(g, &ix, g->ops[k].in[i]) == h) {
                     int t = rebase(g, g->ops[k].in[i], h, re);
                     g->ops[k].in[i] = t;
                 }
         }
+        free(hr);
+        index_op(g, &ix, mm);
+        index_op(g, &ix, mg);
         fuse_note(g, "gelu", saved);
     }
+    for (int t = 0; t < ix.n0; t++) {
+        free(ix.rd[t].v);
+        free(ix.wr[t].v);
+    }
+    free(ix.rd);
+    free(ix.wr);
+    free(ix.root);
     graph_relink(g);
 }

@@ -36,17 +36,54 @@ static void widen(Graph *g, int t, int first, int last)
     touch(g, t, last);
 }
 
+/* Each tensor's own uses, then (deepest views first) every interval widened
+ * into its base's: the same as touching the whole chain at each use. */
 void fill_liveness(Graph *g)
 {
     for (int i = 0; i < g->nt; i++)
         g->t[i].first = g->t[i].last = -1;
     for (int s = 0; s < g->nsched; s++) {
         const Op *op = &g->ops[g->sched[s]];
-        for (int i = 0; i < op->nin; i++)
-            touch(g, op->in[i], s);
-        for (int i = 0; i < op->nout; i++)
-            touch(g, op->out[i], s);
+        for (int i = 0; i < op->nin + op->nout; i++) {
+            Tensor *x = &g->t[i < op->nin ? op->in[i] : op->out[i - op->nin]];
+            if (x->first < 0)
+                x->first = s;
+            x->last = s;
+        }
     }
+    int *depth = xmalloc(((size_t)g->nt + 1) * sizeof *depth), maxd = 0;
+    for (int i = 0; i < g->nt; i++)
+        depth[i] = -1;
+    for (int i = 0; i < g->nt; i++) {   /* memoized walks up (graph_roots checks for cycles) */
+        int d = 0, t = i;
+        while (depth[t] < 0 && g->t[t].view_of >= 0)
+            if (t = g->t[t].view_of, ++d > g->nt)
+                IR_BUG("tensor %%%d %s: views form a cycle", i, g->t[i].name);
+        int base = depth[t] < 0 ? 0 : depth[t];
+        for (int u = i; u >= 0 && depth[u] < 0; u = g->t[u].view_of, d--)
+            depth[u] = base + d;
+        maxd = depth[i] > maxd ? depth[i] : maxd;
+    }
+    int *start = xcalloc((size_t)maxd + 2, sizeof *start), *by = xmalloc(((size_t)g->nt + 1) * sizeof *by);
+    for (int i = 0; i < g->nt; i++)
+        start[depth[i] + 1]++;
+    for (int d = 0; d < maxd; d++)
+        start[d + 1] += start[d];
+    for (int i = 0; i < g->nt; i++)
+        by[start[depth[i]]++] = i;         /* by depth, ascending */
+    for (int k = g->nt - 1; k >= 0; k--) {
+        const Tensor *x = &g->t[by[k]];
+        if (x->view_of < 0 || x->first < 0)
+            continue;
+        Tensor *p = &g->t[x->view_of];
+        if (p->first < 0 || x->first < p->first)
+            p->first = x->first;
+        if (x->last > p->last)
+            p->last = x->last;
+    }
+    free(start);
+    free(by);
+    free(depth);
     if (g->nsched == 0)
         return;
     int end = g->nsched - 1;

@@ -72,14 +72,13 @@ static void plan_persistent(Graph *g, char *placed)
 /* ------------------------------------------------------------ in-place */
 
 /* 1 when tensor t (an input of op) covers all of root r from byte 0. */
-static int whole_view(const Graph *g, int t, int r)
+static int whole_view(const Graph *g, const int *root, const size_t *roff, int t, int r)
 {
-    size_t off;
-    return graph_root(g, t, &off) == r && off == 0 && g->t[t].bytes == g->t[r].bytes;
+    return root[t] == r && roff[t] == 0 && g->t[t].bytes == g->t[r].bytes;
 }
 
 /* The root whose storage output 0 of op (at step s) may take, or -1. */
-static int inplace_parent(const Graph *g, const Op *op, int s)
+static int inplace_parent(const Graph *g, const int *root, const size_t *roff, const Op *op, int s)
 {
     if (op->nout < 1)
         return -1;
@@ -87,19 +86,19 @@ static int inplace_parent(const Graph *g, const Op *op, int s)
     const Tensor *ct = &g->t[c];
     if (!is_root(ct) || ct->region != RG_ARENA || ct->kind == TK_INPUT || ct->first != s)
         return -1;
-    int loss_root = g->loss >= 0 ? graph_root(g, g->loss, NULL) : -1;
+    int loss_root = g->loss >= 0 ? root[g->loss] : -1;
     for (int i = 0; i < op->nin; i++) {
-        int r = graph_root(g, op->in[i], NULL);
+        int r = root[op->in[i]];
         const Tensor *rt = &g->t[r];
         if (r == c || r == loss_root || rt->region != RG_ARENA || rt->last != s ||
-            !whole_view(g, op->in[i], r) || !op_inplace_ok(g, op, i))
+            !whole_view(g, root, roff, op->in[i], r) || !op_inplace_ok(g, op, i))
             continue;
         int clean = 1;   /* no other input reads part of r */
         for (int j = 0; j < op->nin; j++)
-            if (graph_root(g, op->in[j], NULL) == r && !whole_view(g, op->in[j], r))
+            if (root[op->in[j]] == r && !whole_view(g, root, roff, op->in[j], r))
                 clean = 0;
         for (int j = 0; j < op->nout; j++)
-            if (j > 0 && graph_root(g, op->out[j], NULL) == r)
+            if (j > 0 && root[op->out[j]] == r)
                 clean = 0;
         if (clean)
             return r;
@@ -109,7 +108,7 @@ static int inplace_parent(const Graph *g, const Op *op, int s)
 
 /* Fills buf_of[t] (buffer index of each live arena root, -1 otherwise) and
  * the buffers; records in-place chains in inplace_of. Returns the count. */
-static int make_buffers(Graph *g, int *buf_of, Buf *bufs)
+static int make_buffers(Graph *g, const int *root, const size_t *roff, int *buf_of, Buf *bufs)
 {
     int n = 0;
     for (int i = 0; i < g->nt; i++) {
@@ -125,7 +124,7 @@ static int make_buffers(Graph *g, int *buf_of, Buf *bufs)
     int *merged = xcalloc((size_t)n, sizeof *merged);
     for (int s = 0; s < g->nsched; s++) {
         const Op *op = &g->ops[g->sched[s]];
-        int p = inplace_parent(g, op, s);
+        int p = inplace_parent(g, root, roff, op, s);
         if (p < 0)
             continue;
         int c = op->out[0], bp = buf_of[p], bc = buf_of[c];
@@ -185,6 +184,8 @@ typedef struct Chunk {
     size_t off[CHUNK], end[CHUNK];
 } Chunk;
 typedef struct Placed { Chunk **c; int nc, cap; } Placed;
+typedef struct Run { size_t lo, hi; } Run;
+typedef struct Runs { Run *r; int n, cap; } Runs;
 
 static void chunk_sum(Chunk *c)
 {
@@ -241,40 +242,193 @@ static void placed_insert(Placed *p, int f, int l, size_t off, size_t end)
     c->maxl = c->n == 1 || l > c->maxl ? l : c->maxl;
 }
 
+/* The scan of best_fit over the placed buffers live with x (in offset
+ * order): each such buffer's start may open a gap [prev, start) from the
+ * highest end before it. For a size > 0 the result depends only on the union
+ * of those buffers' byte ranges: a start inside the union's run opens no gap
+ * of size > 0, a run's start opens the same gap as the first buffer there.
+ * (Size 0 tells touching ranges apart: best_fit_list, the plain scan.) */
+static size_t scan_gaps(const Run *r, int m, size_t size)
+{
+    size_t prev = 0, best = SIZE_MAX, bestgap = SIZE_MAX;
+    for (int j = 0; j < m; j++) {
+        size_t o = r[j].lo;
+        if (o >= prev + size && o - prev < bestgap)
+            bestgap = o - prev, best = prev;
+        if (r[j].hi > prev)
+            prev = r[j].hi;
+    }
+    return best == SIZE_MAX ? prev : best;
+}
+
+static size_t best_fit_list(const Placed *p, const Buf *x)
+{
+    int xf = x->first, xl = x->last;
+    size_t prev = 0, best = SIZE_MAX, bestgap = SIZE_MAX, size = x->size;
+    for (int ci = 0; ci < p->nc; ci++) {
+        const Chunk *c = p->c[ci];
+        if (c->minf > xl || xf > c->maxl)
+            continue;                 /* none live with x: no gap, no end */
+        for (int j = 0; j < c->n; j++) {
+            if (c->first[j] > xl || xf > c->last[j])
+                continue;
+            size_t o = c->off[j];
+            if (o >= prev + size && o - prev < bestgap)
+                bestgap = o - prev, best = prev;
+            if (c->end[j] > prev)
+                prev = c->end[j];
+        }
+    }
+    return best == SIZE_MAX ? prev : best;
+}
+
+/* Unions of byte ranges, as sorted runs (touching ranges merged). */
+static void runs_add(Runs *u, size_t lo, size_t hi)
+{
+    int a = 0, b = u->n;              /* the first run that reaches lo */
+    while (a < b) {
+        int mid = (a + b) / 2;
+        if (u->r[mid].hi < lo)
+            a = mid + 1;
+        else
+            b = mid;
+    }
+    int e = a;                        /* runs [a, e) merge with [lo, hi) */
+    while (e < u->n && u->r[e].lo <= hi) {
+        lo = u->r[e].lo < lo ? u->r[e].lo : lo;
+        hi = u->r[e].hi > hi ? u->r[e].hi : hi;
+        e++;
+    }
+    if (e == a) {
+        if (u->n == u->cap) {
+            u->cap = u->cap ? 2 * u->cap : 4;
+            u->r = xrealloc(u->r, (size_t)u->cap * sizeof *u->r);
+        }
+        memmove(u->r + a + 1, u->r + a, (size_t)(u->n - a) * sizeof *u->r);
+        u->n++;
+    } else {
+        memmove(u->r + a + 1, u->r + e, (size_t)(u->n - e) * sizeof *u->r);
+        u->n -= e - a - 1;
+    }
+    u->r[a] = (Run){lo, hi};
+}
+
+/* A segment tree over the steps: node v (steps [a, b]) holds the union of
+ * the placed buffers that cover [a, b] (cover[v]; stored at the O(log S)
+ * nodes that split a buffer's interval) and of those that meet [a, b]
+ * without covering it (part[v]; the nodes above them). The buffers live
+ * with x are those of cover[] on the path to each node splitting x's
+ * interval and of cover[] and part[] of those nodes. */
+typedef struct Tree { Runs *cover, *part; int steps; const Runs **got; int ngot; Run *tmp; int captmp; } Tree;
+
+static void tree_add(Tree *t, int v, int a, int b, int f, int l, size_t lo, size_t hi)
+{
+    if (l < a || b < f)
+        return;
+    if (f <= a && b <= l) {
+        runs_add(&t->cover[v], lo, hi);
+        return;
+    }
+    runs_add(&t->part[v], lo, hi);
+    int mid = a + (b - a) / 2;
+    tree_add(t, 2 * v, a, mid, f, l, lo, hi);
+    tree_add(t, 2 * v + 1, mid + 1, b, f, l, lo, hi);
+}
+
+static void tree_get(Tree *t, int v, int a, int b, int f, int l)
+{
+    if (l < a || b < f)
+        return;
+    t->got[t->ngot++] = &t->cover[v];
+    if (f <= a && b <= l) {
+        t->got[t->ngot++] = &t->part[v];
+        return;
+    }
+    int mid = a + (b - a) / 2;
+    tree_get(t, 2 * v, a, mid, f, l);
+    tree_get(t, 2 * v + 1, mid + 1, b, f, l);
+}
+
+static int run_cmp(const void *pa, const void *pb)
+{
+    const Run *a = pa, *b = pb;
+    return (a->lo > b->lo) - (a->lo < b->lo);
+}
+
+/* best_fit_list's offset for x through the tree, or SIZE_MAX when sorting
+ * the runs found would cost more than the plain scan of nplaced buffers */
+static size_t best_fit_tree(Tree *t, const Buf *x, int nplaced)
+{
+    t->ngot = 0;
+    tree_get(t, 1, 0, t->steps - 1, x->first, x->last);
+    int m = 0, lg = 1;
+    for (int i = 0; i < t->ngot; i++)
+        m += t->got[i]->n;
+    while ((1 << lg) < m)
+        lg++;
+    if ((double)m * lg * 4 > nplaced)
+        return SIZE_MAX;
+    if (m > t->captmp) {
+        t->captmp = 2 * m;
+        t->tmp = xrealloc(t->tmp, (size_t)t->captmp * sizeof *t->tmp);
+    }
+    if (m == 0)
+        return 0;                     /* nothing live with x */
+    m = 0;
+    for (int i = 0; i < t->ngot; i++) {
+        if (t->got[i]->n == 0)
+            continue;
+        memcpy(t->tmp + m, t->got[i]->r, (size_t)t->got[i]->n * sizeof *t->tmp);
+        m += t->got[i]->n;
+    }
+    qsort(t->tmp, (size_t)m, sizeof *t->tmp, run_cmp);
+    return scan_gaps(t->tmp, m, x->size);
+}
+
 /* Best fit: places the buffers in `order`, each in the smallest gap between
  * already placed buffers that are live at the same time as it (or above
- * them all). p: scratch, emptied. Returns the top. */
-static size_t place(const Buf *b, int n, const int *order, size_t *off, Placed *p)
+ * them all). Returns the top. Buffers of size > 0 are placed through the
+ * tree (each costs about the runs of O(log steps) unions); a buffer of size
+ * 0, or steps outside [0, nsched), through the plain list. */
+static size_t place(const Buf *b, int n, const int *order, size_t *off, int nsched)
 {
+    int usetree = nsched > 0;
+    for (int k = 0; k < n; k++)
+        usetree &= b[k].first >= 0 && b[k].first <= b[k].last && b[k].last < nsched;
+    Tree t = {0};
+    if (usetree) {
+        t.steps = nsched;
+        t.cover = xcalloc(4 * (size_t)nsched, sizeof *t.cover);
+        t.part = xcalloc(4 * (size_t)nsched, sizeof *t.part);
+        t.got = xmalloc((4 * 64 + 8) * sizeof *t.got);
+    }
+    Placed p = {xmalloc(((size_t)n + 1) * sizeof(Chunk *)), 0, n + 1};
     size_t top = 0;
     for (int k = 0; k < n; k++) {
         const Buf *x = &b[order[k]];
-        int xf = x->first, xl = x->last;
-        size_t prev = 0, best = SIZE_MAX, bestgap = SIZE_MAX, size = x->size;
-        for (int ci = 0; ci < p->nc; ci++) {
-            const Chunk *c = p->c[ci];
-            if (c->minf > xl || xf > c->maxl)
-                continue;             /* none live with x: no gap, no end */
-            for (int j = 0; j < c->n; j++) {
-                if (c->first[j] > xl || xf > c->last[j])
-                    continue;
-                size_t o = c->off[j];
-                if (o >= prev + size && o - prev < bestgap)
-                    bestgap = o - prev, best = prev;
-                if (c->end[j] > prev)
-                    prev = c->end[j];
-            }
-        }
-        if (best == SIZE_MAX)
-            best = prev;
-        off[order[k]] = best;
-        if (best + size > top)
-            top = best + size;
-        placed_insert(p, xf, xl, best, best + size);
+        size_t at = usetree && x->size > 0 ? best_fit_tree(&t, x, k) : SIZE_MAX;
+        if (at == SIZE_MAX)
+            at = best_fit_list(&p, x);
+        off[order[k]] = at;
+        if (at + x->size > top)
+            top = at + x->size;
+        placed_insert(&p, x->first, x->last, at, at + x->size);
+        if (usetree)
+            tree_add(&t, 1, 0, nsched - 1, x->first, x->last, at, at + x->size);
     }
-    for (int ci = 0; ci < p->nc; ci++)
-        free(p->c[ci]);
-    p->nc = 0;
+    for (int ci = 0; ci < p.nc; ci++)
+        free(p.c[ci]);
+    free(p.c);
+    if (usetree) {
+        for (size_t v = 0; v < 4 * (size_t)nsched; v++) {
+            free(t.cover[v].r);
+            free(t.part[v].r);
+        }
+        free(t.cover);
+        free(t.part);
+        free(t.got);
+        free(t.tmp);
+    }
     return top;
 }
 
@@ -347,19 +501,17 @@ static size_t plan_buffers(const Graph *g, const Buf *b, int n, size_t *off)
         range_max(b, n, profile, g->nsched, breadth);
     Key *keys = xmalloc(((size_t)n + 1) * sizeof *keys);
     int *order = xmalloc(((size_t)n + 1) * sizeof *order);
-    Placed scratch = {xmalloc(((size_t)n + 1) * sizeof(Chunk *)), 0, n + 1};
     size_t *trial = xmalloc(((size_t)n + 1) * sizeof *trial);
     size_t best = SIZE_MAX;
     for (int h = 0; h < H_COUNT; h++) {
         make_order(b, n, h, breadth, keys, order);
-        size_t top = place(b, n, order, trial, &scratch);
+        size_t top = place(b, n, order, trial, g->nsched);
         if (top < best) {
             best = top;
             memcpy(off, trial, (size_t)n * sizeof *off);
         }
     }
     free(trial);
-    free(scratch.c);
     free(order);
     free(keys);
     free(breadth);
@@ -381,7 +533,9 @@ void pass_memplan(Graph *g)
 
     int *buf_of = xmalloc(((size_t)g->nt + 1) * sizeof *buf_of);
     Buf *bufs = xmalloc(((size_t)g->nt + 1) * sizeof *bufs);
-    int n = make_buffers(g, buf_of, bufs);
+    size_t *roff;
+    int *root = graph_roots(g, &roff);   /* the plan changes no view */
+    int n = make_buffers(g, root, roff, buf_of, bufs);
     size_t *profile = xmalloc(((size_t)g->nsched + 1) * sizeof *profile);
     g->region_lower_bound[RG_ARENA] = live_profile(bufs, n, g->nsched, profile);
     free(profile);
@@ -398,11 +552,12 @@ void pass_memplan(Graph *g)
         Tensor *t = &g->t[i];
         if (is_root(t))
             continue;
-        size_t o;
-        const Tensor *r = &g->t[graph_root(g, i, &o)];
+        const Tensor *r = &g->t[root[i]];
         t->region = r->region;
-        t->offset = r->offset + o;
+        t->offset = r->offset + roff[i];
     }
+    free(root);
+    free(roff);
 }
 
 /* ------------------------------------------------------------ the bound alone */
@@ -413,10 +568,14 @@ void fill_arena_lower_bound(Graph *g)
         g->t[i].inplace_of = -1;
     int *buf_of = xmalloc(((size_t)g->nt + 1) * sizeof *buf_of);
     Buf *bufs = xmalloc(((size_t)g->nt + 1) * sizeof *bufs);
-    int n = make_buffers(g, buf_of, bufs);
+    size_t *roff;
+    int *root = graph_roots(g, &roff);   /* the plan changes no view */
+    int n = make_buffers(g, root, roff, buf_of, bufs);
     size_t *profile = xmalloc(((size_t)g->nsched + 1) * sizeof *profile);
     g->region_lower_bound[RG_ARENA] = live_profile(bufs, n, g->nsched, profile);
     free(profile);
     free(bufs);
     free(buf_of);
+    free(root);
+    free(roff);
 }

@@ -56,6 +56,81 @@ static int top_of(const Graph *g, int t, size_t *off)
     return t;
 }
 
+/* The walks up the view chains, done once (a residual stream's gradient is a
+ * chain as deep as the model): per tensor its top (-1 where the chain is
+ * broken: out of range or a cycle; the plain walks then report it), the
+ * offset in it, and the intersection [lo, hi] of the intervals along it. */
+typedef struct Memo { int *top, *lo, *hi; size_t *off; } Memo;
+
+static void memo_fill(const Graph *g, Memo *m)
+{
+    int n = g->nt;
+    m->top = malloc(((size_t)n + 1) * sizeof *m->top);
+    m->lo = malloc(((size_t)n + 1) * sizeof *m->lo);
+    m->hi = malloc(((size_t)n + 1) * sizeof *m->hi);
+    m->off = malloc(((size_t)n + 1) * sizeof *m->off);
+    int *path = malloc(((size_t)n + 1) * sizeof *path);
+    char *state = calloc((size_t)n + 1, 1);   /* 1: on the path, 2: done */
+    if (!m->top || !m->lo || !m->hi || !m->off || !path || !state)
+        IR_BUG("out of memory");
+    for (int i = 0; i < n; i++) {
+        int k = 0, u = i, base = -1;          /* base: a done tensor, or -1 broken */
+        while (state[u] == 0) {
+            state[u] = 1;
+            path[k++] = u;
+            int v = g->t[u].view_of;
+            if (v < 0) {                      /* a root */
+                const Tensor *t = &g->t[u];
+                m->top[u] = u, m->off[u] = 0, m->lo[u] = t->first, m->hi[u] = t->last;
+                state[u] = 2;
+                k--;
+                base = u;
+                break;
+            }
+            if (v >= n || v == u || state[v] == 1) {
+                base = -1;
+                break;
+            }
+            u = v;
+        }
+        if (k > 0 && state[u] == 2 && u != path[k - 1])
+            base = u;
+        while (k > 0) {
+            int w = path[--k];
+            const Tensor *t = &g->t[w];
+            if (base < 0 || m->top[base] < 0) {
+                m->top[w] = -1;
+            } else {
+                m->top[w] = m->top[base];
+                m->off[w] = m->off[base] + t->view_offset;
+                m->lo[w] = t->first > m->lo[base] ? t->first : m->lo[base];
+                m->hi[w] = t->last < m->hi[base] ? t->last : m->hi[base];
+            }
+            state[w] = 2;
+            base = w;
+        }
+    }
+    free(path);
+    free(state);
+}
+
+static void memo_free(Memo *m)
+{
+    free(m->top);
+    free(m->lo);
+    free(m->hi);
+    free(m->off);
+}
+
+/* top_of through the memo */
+static int top_at(const Graph *g, const Memo *m, int t, size_t *off)
+{
+    if (m->top[t] < 0)
+        return top_of(g, t, off);
+    *off = m->off[t];
+    return m->top[t];
+}
+
 static int live(const Tensor *t) { return t->first >= 0 && t->last >= t->first; }
 
 static int overlap_time(const Tensor *a, const Tensor *b)
@@ -64,7 +139,7 @@ static int overlap_time(const Tensor *a, const Tensor *b)
 }
 
 /* 1 and 2: placement of each tensor. */
-static int check_places(const Graph *g, char *err, size_t errlen)
+static int check_places(const Graph *g, const Memo *m, char *err, size_t errlen)
 {
     for (int i = 0; i < g->nt; i++) {
         const Tensor *t = &g->t[i];
@@ -87,7 +162,7 @@ static int check_places(const Graph *g, char *err, size_t errlen)
             return fail(err, errlen, "view %s: bad view_of %d", t->name, t->view_of);
         const Tensor *p = &g->t[t->view_of];
         size_t off;
-        const Tensor *r = &g->t[top_of(g, i, &off)];
+        const Tensor *r = &g->t[top_at(g, m, i, &off)];
         if (r->view_of >= 0)
             return fail(err, errlen, "view %s: view_of chain has a cycle", t->name);
         if (t->region != r->region)
@@ -126,7 +201,7 @@ static int covers(const Graph *g, int t, int s, const char *what, const Op *op, 
 /* 3b: reused storage holds garbage, so an arena tensor is written (not
  * accumulated into) before any op accumulates into it: some earlier op wrote
  * a tensor of the same root without accumulating. */
-static int check_first_writes(const Graph *g, char *err, size_t errlen)
+static int check_first_writes(const Graph *g, const Memo *m, char *err, size_t errlen)
 {
     char *written = calloc((size_t)g->nt + 1, 1);
     if (!written)
@@ -136,7 +211,7 @@ static int check_first_writes(const Graph *g, char *err, size_t errlen)
         const Op *op = &g->ops[g->sched[s]];
         for (int j = 0; j < op->nout && !rc; j++) {
             size_t off;
-            int r = top_of(g, op->out[j], &off);
+            int r = top_at(g, m, op->out[j], &off);
             if (g->t[r].region != RG_ARENA)
                 continue;
             if (!(op->acc >> j & 1))
@@ -151,18 +226,19 @@ static int check_first_writes(const Graph *g, char *err, size_t errlen)
 }
 
 /* 3: the intervals cover every use. */
-static int check_intervals(const Graph *g, char *err, size_t errlen)
+static int check_intervals(const Graph *g, const Memo *m, char *err, size_t errlen)
 {
     for (int s = 0; s < g->nsched; s++) {
         if (g->sched[s] < 0 || g->sched[s] >= g->nops)
             return fail(err, errlen, "schedule step %d: bad op id %d", s, g->sched[s]);
         const Op *op = &g->ops[g->sched[s]];
-        for (int i = 0; i < op->nin; i++)
-            if (covers(g, op->in[i], s, "input", op, err, errlen))
+        for (int i = 0; i < op->nin + op->nout; i++) {
+            int t = i < op->nin ? op->in[i] : op->out[i - op->nin];
+            if (m->top[t] >= 0 && m->lo[t] <= s && s <= m->hi[t])
+                continue;                     /* the whole chain is live at s */
+            if (covers(g, t, s, i < op->nin ? "input" : "output", op, err, errlen))
                 return -1;
-        for (int i = 0; i < op->nout; i++)
-            if (covers(g, op->out[i], s, "output", op, err, errlen))
-                return -1;
+        }
     }
     if (g->nsched == 0)
         return 0;
@@ -180,7 +256,7 @@ static int check_intervals(const Graph *g, char *err, size_t errlen)
     }
     if (g->loss >= 0) {
         size_t off;
-        const Tensor *r = &g->t[top_of(g, g->loss, &off)];
+        const Tensor *r = &g->t[top_at(g, m, g->loss, &off)];
         if (r->last != end)
             return fail(err, errlen, "loss %s live until step %d, not %d", r->name, r->last,
                         end);
@@ -190,11 +266,11 @@ static int check_intervals(const Graph *g, char *err, size_t errlen)
 
 /* 1 when op reads, as input i allowed in place, a view of `parent` that
  * covers it all from byte 0. */
-static int op_allows(const Graph *g, const Op *op, int parent)
+static int op_allows(const Graph *g, const Memo *m, const Op *op, int parent)
 {
     for (int i = 0; i < op->nin; i++) {
         size_t off;
-        int r = top_of(g, op->in[i], &off);
+        int r = top_at(g, m, op->in[i], &off);
         if (r == parent && off == 0 && g->t[op->in[i]].bytes == g->t[r].bytes &&
             op_inplace_ok(g, op, i))
             return 1;
@@ -203,10 +279,10 @@ static int op_allows(const Graph *g, const Op *op, int parent)
 }
 
 /* 4: in-place links. */
-static int check_inplace(const Graph *g, char *err, size_t errlen)
+static int check_inplace(const Graph *g, const Memo *m, char *err, size_t errlen)
 {
     size_t off;
-    int loss_root = g->loss >= 0 ? top_of(g, g->loss, &off) : -1;
+    int loss_root = g->loss >= 0 ? top_at(g, m, g->loss, &off) : -1;
     for (int i = 0; i < g->nt; i++) {
         const Tensor *c = &g->t[i];
         if (c->inplace_of < 0)
@@ -232,7 +308,7 @@ static int check_inplace(const Graph *g, char *err, size_t errlen)
         if (c->first >= g->nsched)
             return fail(err, errlen, "in place %s: step %d past the schedule", c->name, c->first);
         const Op *op = &g->ops[g->sched[c->first]];
-        if (op->nout < 1 || op->out[0] != i || !op_allows(g, op, c->inplace_of))
+        if (op->nout < 1 || op->out[0] != i || !op_allows(g, m, op, c->inplace_of))
             return fail(err, errlen, "in place %s over %s: op %s at step %d does not allow it",
                         c->name, p->name, op->name, c->first);
     }
@@ -290,12 +366,24 @@ static int event_cmp(const void *a, const void *b)
  * of their intervals, sizes rounded up, the largest live total at a step. */
 static size_t arena_bound(const Graph *g, int *head, Event *ev)
 {
-    for (int i = 0; i < g->nt; i++) {
+    for (int i = 0; i < g->nt; i++)
+        head[i] = -1;
+    for (int i = 0; i < g->nt; i++) {   /* chain ends, each link followed once */
         int h = i, guard = 0;
-        while (g->t[h].inplace_of >= 0 && guard++ <= g->nt)
+        while (head[h] < 0 && g->t[h].inplace_of >= 0 && guard++ <= g->nt)
             h = g->t[h].inplace_of;
-        head[i] = h;
+        int end = head[h] >= 0 ? head[h] : h;
+        for (int u = i, k = 0; u != h && k <= guard; k++) {
+            int next = g->t[u].inplace_of;
+            head[u] = end;
+            u = next;
+        }
+        if (head[h] < 0 && g->t[h].inplace_of < 0)
+            head[h] = h;
     }
+    for (int i = 0; i < g->nt; i++)   /* a cycle (check_inplace rules them out) */
+        if (head[i] < 0)
+            IR_BUG("plan check: in-place links of %s form a cycle", g->t[i].name);
     int *first = malloc(((size_t)g->nt + 1) * sizeof *first);
     int *last = malloc(((size_t)g->nt + 1) * sizeof *last);
     size_t *size = calloc((size_t)g->nt + 1, sizeof *size);
@@ -373,8 +461,13 @@ int plan_check(const Graph *g, char *err, size_t errlen)
 {
     if (err && errlen)
         err[0] = 0;
-    if (check_places(g, err, errlen) || check_intervals(g, err, errlen) ||
-        check_first_writes(g, err, errlen) || check_inplace(g, err, errlen) || check_micro(g, err, errlen))
+    Memo m;
+    memo_fill(g, &m);
+    int bad = check_places(g, &m, err, errlen) || check_intervals(g, &m, err, errlen) ||
+              check_first_writes(g, &m, err, errlen) || check_inplace(g, &m, err, errlen) ||
+              check_micro(g, err, errlen);
+    memo_free(&m);
+    if (bad)
         return -1;
     size_t n = (size_t)g->nt + 1;
     Item *items = malloc(n * sizeof *items);

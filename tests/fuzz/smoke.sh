@@ -13,7 +13,7 @@ seeds "$target" "$gen" "$src" "$tmp/seeds"
 mkdir -p "$tmp/corpus" "$tmp/art" "$regress"
 cd "$src"
 ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1} "$bin" "$tmp/corpus" "$tmp/seeds" "$regress" \
-    -max_total_time="$secs" -timeout=10 -rss_limit_mb=2048 -max_len=65536 -print_final_stats=1 \
+    -max_total_time="$secs" -timeout=60 -rss_limit_mb=2048 -max_len=65536 -print_final_stats=1 \
     -artifact_prefix="$tmp/art/" "$@" >"$tmp/log" 2>&1
 rc=$?
 grep -E '^(#[0-9]+.*DONE|stat::number_of_executed_units|stat::peak_rss_mb)' "$tmp/log" | tail -3
