@@ -357,6 +357,8 @@ static int run_cmp(const void *pa, const void *pb)
 
 /* best_fit_list's offset for x through the tree, or SIZE_MAX when sorting
  * the runs found would cost more than the plain scan of nplaced buffers */
+int memplan_place_mode = MEMPLAN_PLACE_AUTO;
+
 static size_t best_fit_tree(Tree *t, const Buf *x, int nplaced)
 {
     t->ngot = 0;
@@ -366,7 +368,7 @@ static size_t best_fit_tree(Tree *t, const Buf *x, int nplaced)
         m += t->got[i]->n;
     while ((1 << lg) < m)
         lg++;
-    if ((double)m * lg * 4 > nplaced)
+    if ((double)m * lg * 4 > nplaced && memplan_place_mode != MEMPLAN_PLACE_TREE)
         return SIZE_MAX;
     if (m > t->captmp) {
         t->captmp = 2 * m;
@@ -392,7 +394,7 @@ static size_t best_fit_tree(Tree *t, const Buf *x, int nplaced)
  * 0, or steps outside [0, nsched), through the plain list. */
 static size_t place(const Buf *b, int n, const int *order, size_t *off, int nsched)
 {
-    int usetree = nsched > 0;
+    int usetree = nsched > 0 && memplan_place_mode != MEMPLAN_PLACE_LIST;
     for (int k = 0; k < n; k++)
         usetree &= b[k].first >= 0 && b[k].first <= b[k].last && b[k].last < nsched;
     Tree t = {0};

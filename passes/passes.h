@@ -195,6 +195,13 @@ void pass_memplan(Graph *g);
  * chains included), without placing anything: a plan's arena is never
  * smaller. Needs fill_liveness. For the budget search's screening. */
 void fill_arena_lower_bound(Graph *g);
+/* How the best-fit placer finds a buffer's gap: MEMPLAN_PLACE_AUTO (the
+ * default) asks the segment tree where that is cheaper than scanning the
+ * placed buffers; LIST and TREE force one way wherever it applies. Both ways
+ * find the same gap, so every plan is the same under all three; the tests
+ * prove it (plan_place_modes). */
+enum { MEMPLAN_PLACE_AUTO, MEMPLAN_PLACE_LIST, MEMPLAN_PLACE_TREE };
+extern int memplan_place_mode;
 
 /* ---------------------------------------------------------------- plancheck.c */
 /* Independent checker of a finished plan (shares no code with memplan.c):

@@ -478,6 +478,57 @@ static void test_random(void)
     printf("random: worst arena / lower bound = %.4f\n", worst);
 }
 
+/* The placer's two ways to find a gap (the scan over placed buffers and the
+ * segment tree over the steps) give the same plan, byte for byte: random
+ * graphs and GPT-2 shapes planned three times, list only, tree wherever it
+ * applies, and the default mix. */
+static size_t *plan_offsets(Graph *g, int mode)
+{
+    memplan_place_mode = mode;
+    plan(g);
+    memplan_place_mode = MEMPLAN_PLACE_AUTO;
+    size_t *off = malloc(((size_t)g->nt + 1) * sizeof *off);
+    for (int i = 0; i < g->nt; i++)
+        off[i] = g->t[i].offset;
+    off[g->nt] = g->region_bytes[RG_ARENA];
+    return off;
+}
+
+static void test_place_modes(void)
+{
+    int graphs = 0, tensors = 0;
+    for (int it = 0; it < 200 + 3; it++) {
+        uint64_t seed = rng;
+        Gpt2Dims ds[] = {{2, 16, 32, 100, 128, 2, 2, 16}, {1, 64, 64, 500, 512, 12, 4, 48},
+                         {4, 256, 1024, 50257, 50304, 6, 12, 768}};
+        const int modes[] = {MEMPLAN_PLACE_LIST, MEMPLAN_PLACE_TREE, MEMPLAN_PLACE_AUTO};
+        size_t *off[3];
+        int nt = 0;
+        for (int m = 0; m < 3; m++) {
+            rng = seed;
+            Graph *g = it < 200 ? random_graph(5 + (int)rnd(400)) : gpt2_synth(&ds[it - 200]);
+            if (it < 200)
+                g->no_reuse = it % 11 == 0;
+            off[m] = plan_offsets(g, modes[m]);
+            nt = g->nt;
+            graph_free(g);
+        }
+        for (int m = 1; m < 3; m++)
+            for (int i = 0; i <= nt; i++)
+                if (off[m][i] != off[0][i]) {
+                    fprintf(stderr, "graph %d, mode %d: tensor %d at %zu, list scan put it at %zu\n",
+                            it, modes[m], i, off[m][i], off[0][i]);
+                    failures++;
+                    i = nt;
+                }
+        for (int m = 0; m < 3; m++)
+            free(off[m]);
+        graphs++;
+        tensors += nt;
+    }
+    printf("place_modes: %d graphs, %d tensors, list = tree = auto\n", graphs, tensors);
+}
+
 /* ------------------------------------------------------------ JSON */
 
 static long long jget(json_t *o, const char *k)
@@ -629,6 +680,7 @@ static const struct { const char *name; void (*fn)(void); } tests[] = {
     {"no_reuse", test_no_reuse},
     {"checker_negative", test_checker_negative},
     {"random", test_random},
+    {"place_modes", test_place_modes},
     {"json", test_json},
     {"emitters", test_emitters},
     {"gpt2", test_gpt2},
