@@ -96,6 +96,14 @@ echo "order by predicted: $po"
 echo "order by measured:  $mo"
 awk '{ r = $2 / $3; if (r < 0.75 || r > 1.25) bad = 1 } END { print (bad ? "NOT all within +-25%" : "all within +-25%") }' \
     "$tmp/table"
-[ "$po" = "$mo" ] && echo "same order" || echo "order differs"
+# The order is compared pair by pair; two strategies whose predicted times are
+# within 1% of each other are a tie (either measured order agrees with it).
+awk '{ n[NR] = $1; p[NR] = $2; m[NR] = $3 }
+     END { for (i = 1; i <= NR; i++) for (j = 1; j <= NR; j++)
+               if (p[i] < p[j] && p[j] - p[i] > 0.01 * p[i]) { if (m[i] >= m[j]) bad = bad " " n[i] "<" n[j] }
+               else if (i < j && p[i] <= p[j] && p[j] - p[i] <= 0.01 * p[i] || i < j && p[j] < p[i] && p[i] - p[j] <= 0.01 * p[j])
+                   ties = ties " " n[i] "=" n[j]
+           print (bad == "" ? "same order" : "order differs:" bad " measured the other way") \
+                 (ties == "" ? "" : " (ties, predicted within 1%:" ties ")") }' "$tmp/table"
 } | tee "$out"
 bench_record budget.sh "load average $(cut -d' ' -f1-3 /proc/loadavg)" "$out"

@@ -203,8 +203,12 @@ static void levers(FILE *f, const Graph *g, const EmitOptions *opt)
     fprintf(f, "strategy: ");
     if (opt && opt->budget_bytes)
         fprintf(f, "budget %s, ", human(opt->budget_bytes, b1, sizeof b1));
-    fprintf(f, "peak %s | %d micro-batch%s | ", human(total, b2, sizeof b2),
-            g->micro_batches > 1 ? g->micro_batches : 1, g->micro_batches > 1 ? "es" : "");
+    fprintf(f, "peak %s", human(total, b2, sizeof b2));
+    if (opt && opt->target && !strcmp(opt->target, "cuda"))   /* what --mem is compared with (codegen.h) */
+        fprintf(f, " + CUDA reserve %s = %s", human(GC_CUDA_RESERVE_BYTES, b1, sizeof b1),
+                human(total + GC_CUDA_RESERVE_BYTES, b2, sizeof b2));
+    fprintf(f, " | %d micro-batch%s | ", g->micro_batches > 1 ? g->micro_batches : 1,
+            g->micro_batches > 1 ? "es" : "");
     const char *rl = opt ? opt->recompute_layers : NULL;   /* n, s, f from layer 0 */
     char one[2] = {rl ? rl[0] : 0, 0};
     if (!nops)

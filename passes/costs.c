@@ -18,12 +18,16 @@
  * Profiles: the GPUs' numbers are their data-sheet peaks (dense, no
  * sparsity; fp32 on the fp32 units and on TF32 tensor cores), memory the card's, reserve 1.5 GiB for the
  * CUDA context, cuBLAS workspaces and allocator slack. `cpu` is this machine
- * (2 Zen 4 cores, AVX-512): the matmul peak 233 GFLOP/s is bench/fma_peak.c's
- * FP32 FMA peak with 2 threads, mm_eff 0.84 the share the CPU target's GEMM
- * reached in-step (bench/cpu_step.sh --profile, bench/RESULTS.md), mm_half
- * and the vector numbers fitted to --profile runs of GPT-2 124M (B=4, T=64;
- * B=1 for the small-M point); memory is the machine's RAM (sysconf) less a
- * 2 GiB reserve for the OS.
+ * (2 AVX-512 cores of a shared host, AMD Zen 4 or Intel Xeon by the day):
+ * the matmul peak 233 GFLOP/s is bench/fma_peak.c's
+ * FP32 FMA peak with 2 threads; mm_eff 0.94 and mm_half 32 are the least-
+ * squares fit (in log) to 20 matmul shapes timed by --profile in GPT-2 124M
+ * steps at T=64 with 4-row batches (M = 256) and 1-row micro-batches
+ * (M = 64), where the GEMM reached 117-201 GFLOP/s (2026-12-03; the first
+ * fit, 0.84 and 6, priced a 64-row matmul 7% below a 256-row one, against 25%
+ * measured); the vector numbers are fitted to --profile runs of the same
+ * model. Memory is the machine's RAM (sysconf) less a 2 GiB reserve for the
+ * OS.
  */
 #include <string.h>
 #include <unistd.h>
@@ -40,7 +44,7 @@ static const DeviceProfile profiles[] = {
     {"h100",     "NVIDIA H100 80GB (SXM)",          {67e12, 989e12}, 494.7e12, 67e12,   3.35e12,  80 * GiB, 1.5 * GiB, 4e-6, 0.75, 96},
     {"h200",     "NVIDIA H200 141GB (SXM)",         {67e12, 989e12}, 494.7e12, 67e12,   4.8e12,   141e9,    1.5 * GiB, 4e-6, 0.75, 96},
     {"rtx4090",  "NVIDIA GeForce RTX 4090 24GB",    {82.6e12, 165e12}, 82.6e12, 82.6e12, 1.008e12, 24 * GiB, 1.5 * GiB, 4e-6, 0.75, 64},
-    {"cpu",      "this machine's CPU (2 threads)",  {233e9, 233e9}, 233e9,  40e9,    30e9,     0,        2 * GiB,   3e-6, 0.84, 6},
+    {"cpu",      "this machine's CPU (2 threads)",  {233e9, 233e9}, 233e9,  40e9,    30e9,     0,        2 * GiB,   3e-6, 0.94, 32},
 };
 
 const DeviceProfile *device_profile(const char *name)
