@@ -1,26 +1,33 @@
 /* attention_cpu.c — fused causal attention for the CPU target (gc_runtime.h,
  * section "attention_cpu.c / attention_cuda.cu"): the FlashAttention-2
- * scheme, so the T x T scores never exist in memory.
+ * scheme with CPU-sized tiles, so the T x T scores never exist in memory.
+ *
+ * Every product is a single-threaded GEMM (gemm_cpu.c's packed AVX-512
+ * kernel, or BLAS) on a block of ABR query rows against a chunk of up to
+ * AKC keys: the scores of one block live in a per-item scratch of
+ * ABR x AKC values (256 KiB in float), never more, whatever T is.
  *
  * Forward: one work item per (batch, head, block of ABR query rows), items
- * spread over OpenMP threads. A block walks the key/value tiles of ABC keys
- * up to its last row (tiles wholly above the diagonal are skipped: causal
- * attention does half the work of full rows), keeping per row the running
- * max m, the running sum l of exp(s - m) and the unnormalised output; at
- * the end o = acc / l and lse = m + log(l) is saved for the backward.
+ * spread over OpenMP threads, longest first. A block walks the key chunks up
+ * to its last row (keys above the diagonal are never visited past the block's
+ * own chunk: causal attention does about half the work of full rows),
+ * keeping per row the running max m and the running sum l of exp(s - m);
+ * the unnormalised output accumulates in y's rows (rescaled when m grows),
+ * and at the end y = acc / l and lse = m + log(l) is saved for the backward.
  *
- * Backward: one work item per (batch, head). For each key tile the scores
- * of every query row at or below it are recomputed from q, k and the saved
- * lse (p = exp(s - lse)); dv and dk of the tile accumulate in a local
- * buffer, dq rows accumulate straight into the output (rows of one head
- * belong to one item, so no two threads write the same element). D = rowsum
- * (dy * y) is computed once per row. Summation orders depend on the sizes
+ * Backward: one work item per (batch, head). For each block of query rows
+ * and each key chunk at or below it, the scores are recomputed from q, k and
+ * the saved lse (p = exp(s - lse)), dp = dy v^T, ds = p (dp - D) scale with
+ * D = rowsum(dy * y), and then dq += ds k, dk += ds^T q, dv += p^T dy
+ * straight into dx (the rows of one head belong to one item, so no two
+ * threads write the same element). Summation orders depend on the sizes
  * only, never on the thread count: the results are bit-reproducible.
  *
- * Loops keep the innermost index contiguous (tile columns or the head
- * dimension) so that the compiler vectorizes them; the file is built with
- * -ffp-contract=fast and the hot functions are cloned for AVX-512 and AVX2.
+ * The row loops (max, exp, sums) keep the innermost index contiguous so that
+ * the compiler vectorizes them; the file is built with -ffp-contract=fast and
+ * they are cloned for AVX-512 and AVX2.
  */
+#include <cblas.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -28,7 +35,7 @@
 
 #include "gc_runtime_internal.h"
 
-enum { ABR = 32, ABC = 64 };
+enum { ABR = 128, AKC = 512 };
 
 #if !defined(GCRT_TSAN) && defined(__x86_64__) && defined(__ELF__) && defined(__has_attribute)  /* not under TSan */
 #if __has_attribute(target_clones)
@@ -39,12 +46,33 @@ enum { ABR = 32, ABC = 64 };
 #define ATT_CLONES
 #endif
 
+/* GC_REAL_IS_DOUBLE as in kernels_cpu.c: the gradcheck build is double */
+#define ATT_TYPE_IS_double 1
+#define ATT_TYPE_IS_float 0
+#define ATT_TYPE_IS_(t) ATT_TYPE_IS_##t
+#define ATT_TYPE_IS(t) ATT_TYPE_IS_(t)
+
 /* exp(x) for x <= 0 (or a rounding error above) in the working precision */
 static inline gc_real att_exp(gc_real x)
 {
     if (sizeof(gc_real) == sizeof(double))
         return (gc_real)exp((double)x);
     return (gc_real)gcrt_expf_nonpos((float)x);
+}
+
+/* c (ldc) (+)= op(a) (lda) @ op(b) (ldb), row-major, on this thread */
+static void gemm(gc_real *c, const gc_real *a, const gc_real *b, long M, long N, long K, long lda, long ldb,
+                 long ldc, int ta, int tb, int acc)
+{
+    enum CBLAS_TRANSPOSE tra = ta ? CblasTrans : CblasNoTrans, trb = tb ? CblasTrans : CblasNoTrans;
+#if ATT_TYPE_IS(GC_REAL)
+    cblas_dgemm(CblasRowMajor, tra, trb, (int)M, (int)N, (int)K, 1.0, a, (int)lda, b, (int)ldb, acc ? 1.0 : 0.0,
+                c, (int)ldc);
+#else
+    if (!gcrt_sgemm(c, a, b, M, N, K, lda, ldb, ldc, ta, tb, acc))
+        cblas_sgemm(CblasRowMajor, tra, trb, (int)M, (int)N, (int)K, 1.0f, a, (int)lda, b, (int)ldb,
+                    acc ? 1.0f : 0.0f, c, (int)ldc);
+#endif
 }
 
 typedef struct {
@@ -63,87 +91,76 @@ static Geom geom_of(const long *g)
     return G;
 }
 
-/* kt[d*ABC + c] = rows[c*stride + d] for c < n (c < ABC, zero past n) */
-static void transpose_tile(gc_real *kt, const gc_real *rows, long stride, long n, long hs)
+static void *att_alloc(size_t n)
 {
-    for (long d = 0; d < hs; d++)
-        for (long c = 0; c < ABC; c++)
-            kt[d * ABC + c] = c < n ? rows[c * stride + d] : 0;
-}
-
-/* s[r*ABC + c] = scale * q_r . k_c for r < nr (q rows `qs` apart), kt the
- * transposed key tile */
-static inline void scores(gc_real *s, const gc_real *q, long qs, const gc_real *kt, long nr, long hs,
-                          gc_real scale)
-{
-    for (long r = 0; r < nr; r++) {
-        gc_real *sr = s + r * ABC;
-        const gc_real *qr = q + r * qs;
-        for (long c = 0; c < ABC; c++)
-            sr[c] = 0;
-        for (long d = 0; d < hs; d++) {
-            gc_real qv = qr[d];
-            const gc_real *kd = kt + d * ABC;
-            for (long c = 0; c < ABC; c++)
-                sr[c] += qv * kd[c];
-        }
-        for (long c = 0; c < ABC; c++)
-            sr[c] *= scale;
+    void *p = malloc(n);
+    if (!p) {
+        fprintf(stderr, "error: out of memory in the attention kernel (%zu bytes)\n", n);
+        exit(1);
     }
+    return p;
 }
 
-/* One forward item: rows [r0, r1) of head (b, h). */
-ATT_CLONES static void fwd_block(gc_real *o, gc_real *lse, const gc_real *x, const Geom *G, long b, long h,
-                                 long r0, long r1, gc_real scale)
+/* keys of chunk [c0, c0 + nc) that row t sees: 0 .. valid-1 */
+static inline long valid_keys(long t, long c0, long nc)
 {
-    gc_real kt[GC_ATTENTION_MAXHS * ABC], s[ABR * ABC], acc[ABR * GC_ATTENTION_MAXHS];
+    long v = t - c0 + 1;
+    return v < 0 ? 0 : v > nc ? nc : v;
+}
+
+/* One forward row of a chunk: scale, mask, the online-softmax update of m
+ * and l; s becomes p = exp(s - m_new) (0 past valid); returns the factor
+ * that rescales the row's earlier accumulation. */
+ATT_CLONES static gc_real fwd_row(gc_real *s, long valid, long nc, gc_real scale, gc_real *m, gc_real *l)
+{
+    gc_real mx = *m;
+    for (long c = 0; c < valid; c++) {
+        s[c] *= scale;
+        mx = s[c] > mx ? s[c] : mx;
+    }
+    if (valid == 0) {   /* no key of this chunk: nothing changes */
+        for (long c = 0; c < nc; c++)
+            s[c] = 0;
+        return 1;
+    }
+    gc_real corr = att_exp(*m - mx), sum = 0;
+    for (long c = 0; c < valid; c++) {
+        gc_real e = att_exp(s[c] - mx);
+        s[c] = e;
+        sum += e;
+    }
+    for (long c = valid; c < nc; c++)
+        s[c] = 0;
+    *l = *l * corr + sum;
+    *m = mx;
+    return corr;
+}
+
+/* One forward item: rows [r0, r1) of head (b, h); s: ABR x AKC scratch. */
+static void fwd_block(gc_real *o, gc_real *lse, const gc_real *x, const Geom *G, long b, long h, long r0, long r1,
+                      gc_real scale, gc_real *s)
+{
     gc_real m[ABR], l[ABR];
-    long hs = G->hs, nr = r1 - r0;
+    long hs = G->hs, nr = r1 - r0, st = G->st, ot = G->ot;
     const gc_real *q = x + b * G->sb + h * G->sh, *k = q + G->koff, *v = q + G->voff;
-    for (long r = 0; r < nr; r++) {
-        m[r] = -INFINITY;
-        l[r] = 0;
-        for (long d = 0; d < hs; d++)
-            acc[r * hs + d] = 0;
-    }
-    for (long c0 = 0; c0 < r1; c0 += ABC) {
-        long nc = r1 - c0 < ABC ? r1 - c0 : ABC;
-        transpose_tile(kt, k + c0 * G->st, G->st, nc, hs);
-        scores(s, q + r0 * G->st, G->st, kt, nr, hs, scale);
+    gc_real *orow = o + b * G->ob + h * G->oh + r0 * ot;
+    for (long r = 0; r < nr; r++)
+        m[r] = -INFINITY, l[r] = 0;
+    for (long c0 = 0; c0 < r1; c0 += AKC) {
+        long nc = r1 - c0 < AKC ? r1 - c0 : AKC;
+        gemm(s, q + r0 * st, k + c0 * st, nr, nc, hs, st, st, nc, 0, 1, 0);   /* s = q k^T */
         for (long r = 0; r < nr; r++) {
-            long valid = r0 + r - c0 + 1;       /* keys c0 .. row (causal) */
-            if (valid <= 0)
-                continue;
-            if (valid > nc)
-                valid = nc;
-            gc_real *sr = s + r * ABC, mx = m[r];
-            for (long c = 0; c < valid; c++)
-                mx = sr[c] > mx ? sr[c] : mx;
-            gc_real corr = att_exp(m[r] - mx), sum = 0;
-            for (long c = 0; c < valid; c++) {
-                gc_real e = att_exp(sr[c] - mx);
-                sr[c] = e;
-                sum += e;
-            }
-            for (long c = valid; c < ABC; c++)
-                sr[c] = 0;
-            l[r] = l[r] * corr + sum;
-            m[r] = mx;
-            gc_real *ar = acc + r * hs;
-            for (long d = 0; d < hs; d++)
-                ar[d] *= corr;
-            for (long c = 0; c < valid; c++) {
-                gc_real p = sr[c];
-                const gc_real *vc = v + (c0 + c) * G->st;
+            gc_real corr = fwd_row(s + r * nc, valid_keys(r0 + r, c0, nc), nc, scale, &m[r], &l[r]);
+            if (c0 > 0 && corr != 1)
                 for (long d = 0; d < hs; d++)
-                    ar[d] += p * vc[d];
-            }
+                    orow[r * ot + d] *= corr;
         }
+        gemm(orow, s, v + c0 * st, nr, hs, nc, nc, st, ot, 0, 0, c0 > 0);      /* acc (+)= p v */
     }
     for (long r = 0; r < nr; r++) {
-        gc_real inv = 1 / l[r], *orow = o + b * G->ob + h * G->oh + (r0 + r) * G->ot;
+        gc_real inv = 1 / l[r];
         for (long d = 0; d < hs; d++)
-            orow[d] = acc[r * hs + d] * inv;
+            orow[r * ot + d] *= inv;
         lse[(b * G->NH + h) * G->T + r0 + r] = m[r] + (gc_real)log((double)l[r]);
     }
 }
@@ -152,78 +169,62 @@ void gc_attention_fwd(gc_real *y, gc_real *lse, const gc_real *x, const long *ge
 {
     Geom G = geom_of(geom);
     long nblk = (G.T + ABR - 1) / ABR, items = G.B * G.NH * nblk;
-    #pragma omp parallel for schedule(dynamic, 1) if (items > 1 && G.T * G.T * G.hs >= 32768)
-    for (long it = 0; it < items; it++) {
-        long blk = nblk - 1 - it % nblk, bh = it / nblk;   /* longest rows first */
-        long r0 = blk * ABR, r1 = r0 + ABR < G.T ? r0 + ABR : G.T;
-        fwd_block(y, lse, x, &G, bh / G.NH, bh % G.NH, r0, r1, (gc_real)scale);
+    #pragma omp parallel if (items > 1 && G.T * G.T * G.hs >= 32768)
+    {
+        gc_real *s = att_alloc(sizeof(gc_real) * ABR * AKC);
+        #pragma omp for schedule(dynamic, 1)
+        for (long it = 0; it < items; it++) {
+            long blk = nblk - 1 - it % nblk, bh = it / nblk;   /* longest rows first */
+            long r0 = blk * ABR, r1 = r0 + ABR < G.T ? r0 + ABR : G.T;
+            fwd_block(y, lse, x, &G, bh / G.NH, bh % G.NH, r0, r1, (gc_real)scale, s);
+        }
+        free(s);
     }
 }
 
-/* One backward item: head (b, h). dxq etc. point at the head's rows of dx. */
-ATT_CLONES static void bwd_head(gc_real *dx, const gc_real *dy, const gc_real *x, const gc_real *y,
-                                const gc_real *lse, const Geom *G, long b, long h, gc_real scale, int acc,
-                                gc_real *D)
+/* One backward row of a chunk: s (scores) becomes p = exp(scale s - lse),
+ * dp becomes ds = p (dp - D) scale; both 0 past valid. */
+ATT_CLONES static void bwd_row(gc_real *s, gc_real *dp, long valid, long nc, gc_real scale, gc_real lse, gc_real D)
 {
-    gc_real kt[GC_ATTENTION_MAXHS * ABC], vt[GC_ATTENTION_MAXHS * ABC], s[ABR * ABC], dp[ABR * ABC],
-        dk[ABC * GC_ATTENTION_MAXHS], dv[ABC * GC_ATTENTION_MAXHS];   /* about 300 KB in double */
-    long hs = G->hs, T = G->T, st = G->st;
+    for (long c = 0; c < valid; c++) {
+        gc_real p = att_exp(s[c] * scale - lse);
+        s[c] = p;
+        dp[c] = p * (dp[c] - D) * scale;
+    }
+    for (long c = valid; c < nc; c++)
+        s[c] = 0, dp[c] = 0;
+}
+
+/* One backward item: head (b, h); s, dp: ABR x AKC scratch each. */
+static void bwd_head(gc_real *dx, const gc_real *dy, const gc_real *x, const gc_real *y, const gc_real *lse,
+                     const Geom *G, long b, long h, gc_real scale, int acc, gc_real *D, gc_real *s, gc_real *dp)
+{
+    long hs = G->hs, T = G->T, st = G->st, ot = G->ot;
     long hoff = b * G->sb + h * G->sh, yoff = b * G->ob + h * G->oh;
-    const gc_real *q = x + hoff, *k = q + G->koff, *v = q + G->voff;
-    gc_real *dq = dx + hoff, *dkx = dq + G->koff, *dvx = dq + G->voff;
+    const gc_real *q = x + hoff, *k = q + G->koff, *v = q + G->voff, *dyh = dy + yoff;
+    gc_real *dq = dx + hoff, *dk = dq + G->koff, *dv = dq + G->voff;
     const gc_real *l = lse + (b * G->NH + h) * T;
     for (long t = 0; t < T; t++) {
-        const gc_real *yr = y + yoff + t * G->ot, *dyr = dy + yoff + t * G->ot;
+        const gc_real *yr = y + yoff + t * ot, *dyr = dyh + t * ot;
         gc_real sum = 0;
         for (long d = 0; d < hs; d++)
             sum += yr[d] * dyr[d];
         D[t] = sum;
         if (!acc)
             for (long d = 0; d < hs; d++)
-                dq[t * st + d] = 0;
+                dq[t * st + d] = dk[t * st + d] = dv[t * st + d] = 0;
     }
-    for (long c0 = 0; c0 < T; c0 += ABC) {
-        long nc = T - c0 < ABC ? T - c0 : ABC;
-        transpose_tile(kt, k + c0 * st, st, nc, hs);
-        transpose_tile(vt, v + c0 * st, st, nc, hs);
-        memset(dk, 0, sizeof(gc_real) * (size_t)(ABC * hs));
-        memset(dv, 0, sizeof(gc_real) * (size_t)(ABC * hs));
-        for (long r0 = c0 / ABR * ABR; r0 < T; r0 += ABR) {
-            long nr = T - r0 < ABR ? T - r0 : ABR;
-            scores(s, q + r0 * st, st, kt, nr, hs, scale);
-            scores(dp, dy + yoff + r0 * G->ot, G->ot, vt, nr, hs, 1);
-            for (long r = 0; r < nr; r++) {
-                long valid = r0 + r - c0 + 1;
-                if (valid <= 0)
-                    continue;
-                if (valid > nc)
-                    valid = nc;
-                gc_real *sr = s + r * ABC, *dpr = dp + r * ABC, lr = l[r0 + r], Dr = D[r0 + r];
-                const gc_real *qr = q + (r0 + r) * st, *dyr = dy + yoff + (r0 + r) * G->ot;
-                gc_real *dqr = dq + (r0 + r) * st;
-                for (long c = 0; c < valid; c++) {
-                    gc_real p = att_exp(sr[c] - lr);
-                    sr[c] = p;                          /* p */
-                    dpr[c] = p * (dpr[c] - Dr) * scale; /* dscores (with the scale) */
-                }
-                for (long c = 0; c < valid; c++) {
-                    gc_real p = sr[c], g = dpr[c];
-                    gc_real *dvc = dv + c * hs, *dkc = dk + c * hs;
-                    const gc_real *kc = k + (c0 + c) * st;
-                    for (long d = 0; d < hs; d++) {
-                        dvc[d] += p * dyr[d];
-                        dkc[d] += g * qr[d];
-                        dqr[d] += g * kc[d];
-                    }
-                }
-            }
-        }
-        for (long c = 0; c < nc; c++) {
-            gc_real *dkr = dkx + (c0 + c) * st, *dvr = dvx + (c0 + c) * st;
-            for (long d = 0; d < hs; d++) {
-                dkr[d] = acc ? dkr[d] + dk[c * hs + d] : dk[c * hs + d];
-                dvr[d] = acc ? dvr[d] + dv[c * hs + d] : dv[c * hs + d];
-            }
+    for (long r0 = 0; r0 < T; r0 += ABR) {
+        long nr = T - r0 < ABR ? T - r0 : ABR, r1 = r0 + nr;
+        for (long c0 = 0; c0 < r1; c0 += AKC) {
+            long nc = r1 - c0 < AKC ? r1 - c0 : AKC;
+            gemm(s, q + r0 * st, k + c0 * st, nr, nc, hs, st, st, nc, 0, 1, 0);       /* s = q k^T */
+            gemm(dp, dyh + r0 * ot, v + c0 * st, nr, nc, hs, ot, st, nc, 0, 1, 0);   /* dp = dy v^T */
+            for (long r = 0; r < nr; r++)
+                bwd_row(s + r * nc, dp + r * nc, valid_keys(r0 + r, c0, nc), nc, scale, l[r0 + r], D[r0 + r]);
+            gemm(dq + r0 * st, dp, k + c0 * st, nr, hs, nc, nc, st, st, 0, 0, 1);    /* dq += ds k */
+            gemm(dk + c0 * st, dp, q + r0 * st, nc, hs, nr, nc, st, st, 1, 0, 1);    /* dk += ds^T q */
+            gemm(dv + c0 * st, s, dyh + r0 * ot, nc, hs, nr, nc, ot, st, 1, 0, 1);   /* dv += p^T dy */
         }
     }
 }
@@ -233,13 +234,15 @@ void gc_attention_bwd(gc_real *dx, const gc_real *dy, const gc_real *x, const gc
 {
     Geom G = geom_of(geom);
     long items = G.B * G.NH;
-    gc_real *D = malloc((size_t)(items * G.T) * sizeof *D);
-    if (!D) {
-        fprintf(stderr, "error: out of memory in gc_attention_bwd\n");
-        exit(1);
+    gc_real *D = att_alloc((size_t)(items * G.T) * sizeof *D);
+    #pragma omp parallel if (items > 1 && G.T * G.T * G.hs >= 32768)
+    {
+        gc_real *s = att_alloc(sizeof(gc_real) * 2 * ABR * AKC);
+        #pragma omp for schedule(dynamic, 1)
+        for (long it = 0; it < items; it++)
+            bwd_head(dx, dy, x, y, lse, &G, it / G.NH, it % G.NH, (gc_real)scale, acc & 1, D + it * G.T, s,
+                     s + ABR * AKC);
+        free(s);
     }
-    #pragma omp parallel for schedule(dynamic, 1) if (items > 1 && G.T * G.T * G.hs >= 32768)
-    for (long it = 0; it < items; it++)
-        bwd_head(dx, dy, x, y, lse, &G, it / G.NH, it % G.NH, (gc_real)scale, acc & 1, D + it * G.T);
     free(D);
 }
