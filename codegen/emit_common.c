@@ -160,6 +160,13 @@ void emit_kernel_call(FILE *f, const Graph *g, const Op *op)
         fprintf(f, ", %ld, %ld, %ld, %ld, %d, %d);\n", b, M, N, K, (int)op->attr[0], (int)op->attr[1]);
         return;
     }
+    case OP_MATMUL_DGELU_BGRAD: {   /* acc: the bias gradient's bit 2 (micro-batches after the first) */
+        long b, M, N, K;
+        op_matmul_geom(g, op, &b, &M, &N, &K);
+        call_head(f, g, "gc_matmul_dgelu_bgrad", op, NULL, 0);
+        fprintf(f, ", %ld, %ld, %ld, %ld, %d, %d, %s);\n", b, M, N, K, (int)op->attr[0], (int)op->attr[1], acc);
+        return;
+    }
     case OP_EMBEDDING: {
         const Tensor *idx = &g->t[op->in[1]];
         int in[2] = {op->in[1], op->in[0]};    /* kernel order: idx, table */
@@ -330,7 +337,7 @@ static void prof_label(char *buf, size_t n, const Graph *g, const Op *op)
     char ew[64];
     const char *kind = op_info[op->kind].cls == OPC_EW ? ew_name(ew, sizeof ew, g, op) : op_info[op->kind].name;
     if (op->kind != OP_MATMUL && op->kind != OP_MATMUL_BIAS && op->kind != OP_MATMUL_BIAS_GELU &&
-        op->kind != OP_MATMUL_DGELU) {
+        op->kind != OP_MATMUL_DGELU && op->kind != OP_MATMUL_DGELU_BGRAD) {
         snprintf(buf, n, "%s %s", phase_name(op->phase), kind);
         return;
     }

@@ -95,8 +95,11 @@ static void usage(FILE *f)
         "                         bias epilogue), gelu (gelu(matmul + bias) and its\n"
         "                         backward as cuBLASLt GELU epilogues; needs bias; only\n"
         "                         the pre-activation is kept, GELU recomputed in the\n"
-        "                         backward), layernorm (residual add + the layernorm\n"
-        "                         reading it as one kernel; off under --recompute)\n"
+        "                         backward), bgrad (the fc bias gradient written by\n"
+        "                         the backward's GELU-derivative matmul, cuBLASLt\n"
+        "                         DGELU_BGRAD; needs gelu), layernorm (residual add +\n"
+        "                         the layernorm reading it as one kernel; off under\n"
+        "                         --recompute)\n"
         "      --classifier-chunk ROWS  rows per chunk of the fused classifier\n"
         "                         (default 1024; the chunk is min(B*T, ROWS) x Vp)\n"
         "      --no-tf32          cuda: fp32 matmuls on the fp32 units (default: TF32\n"
@@ -168,7 +171,7 @@ static int parse_no_fuse(const char *arg, int *mask)
         int kind = fuse_kind(k);
         if (!kind) {
             fprintf(stderr, "gcompile: error: --no-fuse: unknown fusion '%s' (attention, classifier, bias, gelu, "
-                            "layernorm)\n", k);
+                            "bgrad, layernorm)\n", k);
             rc = 1;
         }
         *mask |= kind;
@@ -508,6 +511,10 @@ static Graph *lower_front(Ast *ast, DriverOptions o)
     }
     if (!(o.no_fuse & (FUSE_BIAS | FUSE_GELU))) {
         PASS(&o, "fuse-gelu", pass_fuse_gelu(g));
+        ir_verify(g);
+    }
+    if (!(o.no_fuse & (FUSE_BIAS | FUSE_GELU | FUSE_BGRAD))) {
+        PASS(&o, "fuse-bgrad", pass_fuse_bgrad(g));
         ir_verify(g);
     }
     if (!(o.no_fuse & FUSE_ATTENTION)) {

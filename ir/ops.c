@@ -339,10 +339,12 @@ double op_flops(const Graph *g, const Op *op)
         op_matmul_geom(g, op, &b, &M, &N, &K);
         return 2.0 * (double)b * (double)M * (double)N * (double)K + (op->kind == OP_MATMUL_BIAS ? n : 0);
     }
-    case OP_MATMUL_BIAS_GELU: case OP_MATMUL_DGELU: {   /* + bias and gelu, or gelu' times the product */
+    case OP_MATMUL_BIAS_GELU: case OP_MATMUL_DGELU: case OP_MATMUL_DGELU_BGRAD: {
+        /* + bias and gelu, or gelu' times the product (and its column sums) */
         long b, M, N, K;
         op_matmul_geom(g, op, &b, &M, &N, &K);
-        return 2.0 * (double)b * (double)M * (double)N * (double)K + (op->kind == OP_MATMUL_DGELU ? 25 : 9) * n;
+        return 2.0 * (double)b * (double)M * (double)N * (double)K +
+               (op->kind == OP_MATMUL_BIAS_GELU ? 9 : op->kind == OP_MATMUL_DGELU ? 25 : 26) * n;
     }
     case OP_ADD: case OP_SCALE: case OP_COPY: case OP_CAUSAL_MASK: case OP_CAUSAL_MASK_BWD:
         return n;
@@ -373,6 +375,8 @@ double op_flops(const Graph *g, const Op *op)
     default: return 0;
     }
 }
+
+static int dgelu_bgrad_epilogue(const Graph *g, const Op *op, long batch, long N, long K);
 
 double op_bytes(const Graph *g, const Op *op)
 {
@@ -407,6 +411,13 @@ double op_bytes(const Graph *g, const Op *op)
             + (double)g->t[op->out[1]].bytes * ((op->acc >> 1 & 1) ? 2 : 1)   /* dx */
             + (double)dw->bytes * (2.0 * nch - 1 + (op->acc >> 2 & 1))        /* dw: accumulated per chunk */
             + (double)T(2)->bytes + 16.0 * (double)N + 4;  /* targets; row losses written, read; the loss */
+        break;
+    }
+    case OP_MATMUL_DGELU_BGRAD: {       /* without the DGELU_BGRAD epilogue the column sum reads dpre back */
+        long bt, M, N, K;
+        op_matmul_geom(g, op, &bt, &M, &N, &K);
+        if (!dgelu_bgrad_epilogue(g, op, bt, N, K))
+            b += (double)g->t[op->out[0]].bytes;
         break;
     }
     case OP_LAYERNORM_BWD:              /* dw/db and dx are two kernels: dout and x read twice */
@@ -465,6 +476,26 @@ static int embedding_bwd_launches(long n, int acc, size_t ws)
     return l;
 }
 
+/* 1 when tensor t's address in its region is 16-byte aligned (regions are) */
+static int aligned16(const Graph *g, int t)
+{
+    size_t off;
+    int r = graph_root(g, t, &off);
+    return (g->t[r].offset + off) % 16 == 0;
+}
+
+/* 1 when gc_matmul_dgelu_bgrad takes cuBLASLt's DGELU_BGRAD epilogue (as
+ * kernels_cuda.cu decides): fp32 dpre (with a bf16 one the epilogue's bias
+ * gradient would be bf16; the plan's is fp32), the bias gradient overwritten
+ * (acc bit 2 clear: the epilogue overwrites, so micro-batches after the
+ * first add a column sum), one unbatched product with K > 0, N a multiple
+ * of 8, pre and db 16-byte aligned. */
+static int dgelu_bgrad_epilogue(const Graph *g, const Op *op, long batch, long N, long K)
+{
+    return g->t[op->out[0]].dtype == DT_F32 && !(op->acc >> 2 & 1) && batch == 1 && K > 0 && N % 8 == 0 &&
+           g->t[op->out[0]].numel > 0 && aligned16(g, op->in[2]) && aligned16(g, op->out[2]);
+}
+
 int op_launches(const Graph *g, const Op *op, size_t ws)
 {
     const Tensor *in0 = op->nin ? T(0) : NULL;
@@ -498,6 +529,11 @@ int op_launches(const Graph *g, const Op *op, size_t ws)
         return N <= 0 || R <= 0 ? 1 : (int)(4 * ((N + R - 1) / R) + 1);
     }
     case OP_MATMUL_DGELU: return 2;     /* DGELU epilogue + the recomputed GELU, or matmul + one kernel */
+    case OP_MATMUL_DGELU_BGRAD: {       /* DGELU_BGRAD epilogue + the recomputed GELU, else + a column sum */
+        long b, M, N, K;
+        op_matmul_geom(g, op, &b, &M, &N, &K);
+        return 2 + (dgelu_bgrad_epilogue(g, op, b, N, K) ? 0 : colsum_launches(b * M, N, 1, ws));
+    }
     case OP_MATMUL_BIAS_GELU: {         /* the cuBLASLt GELU_AUX_BIAS epilogue, else matmul + GELU kernel */
         /* as gc_matmul_bias_gelu decides: bias and aux (pre) 16-byte
            aligned, rows of pre a multiple of 8 elements */

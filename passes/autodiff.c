@@ -461,6 +461,7 @@ static void grad_internal(AD *ad, const Op *op, int dy)
 #define RULE_CLASSIFIER grad_internal
 #define RULE_MATMUL_BIAS_GELU grad_internal
 #define RULE_MATMUL_DGELU grad_internal
+#define RULE_MATMUL_DGELU_BGRAD grad_internal
 #define RULE_ADD_LAYERNORM grad_internal
 
 static const GradFn grad_rule[OP_COUNT] = {

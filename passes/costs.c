@@ -73,7 +73,7 @@ double device_mem_budget(const DeviceProfile *d)
 static int is_matmul(const Op *op)
 {
     return op->kind == OP_MATMUL || op->kind == OP_MATMUL_BIAS || op->kind == OP_MATMUL_BIAS_GELU ||
-           op->kind == OP_MATMUL_DGELU;
+           op->kind == OP_MATMUL_DGELU || op->kind == OP_MATMUL_DGELU_BGRAD;
 }
 
 double op_cost(const Graph *g, const Op *op, const DeviceProfile *d)

@@ -9,7 +9,8 @@
  * but the gelu_bwd, none of them accumulates, and the backward also reads h
  * (the next matmul's weight gradient, dw2 = dy^T h). On CUDA the fused ops
  * are cuBLASLt's GELU_AUX_BIAS and DGELU epilogues; on the CPU a matmul and
- * one pass over its output. dh leaves the plan.
+ * one pass over its output. dh leaves the plan. (fuse_bgrad.c then folds
+ * the bias gradient, the column sums of dpre, into matmul_dgelu: DGELU_BGRAD.)
  *
  * Recompute: rather than keep h from the forward until dw2, matmul_dgelu
  * also writes h' = gelu(pre) (the GELU and its derivative share one tanh per

@@ -42,7 +42,8 @@ enum {
     FUSE_CLASSIFIER = 4,   /* classifier matmul + cross-entropy */
     FUSE_GELU = 8,         /* bias + GELU (fuse_gelu.c) */
     FUSE_LAYERNORM = 16,   /* residual + layernorm (fuse_layernorm.c) */
-    FUSE_ALL = 31
+    FUSE_BGRAD = 32,       /* the fc bias gradient in the dgelu matmul (fuse_bgrad.c) */
+    FUSE_ALL = 63
 };
 /* The kind named `name` ("attention", ...), 0 when unknown. */
 int fuse_kind(const char *name);
@@ -72,6 +73,13 @@ void pass_fuse_classifier(Graph *g, long rows);
  * a recomputed h (a gelu of phase recompute), so only pre is kept. Run after
  * pass_fuse, before precision and recompute. */
 void pass_fuse_gelu(Graph *g);
+
+/* ---------------------------------------------------------------- fuse_bgrad.c */
+/* matmul_dgelu followed by the reduce_rows of its dpre into a bias gradient
+ * becomes one matmul_dgelu_bgrad (cuBLASLt's DGELU_BGRAD epilogue where it
+ * applies; the runtime keeps the column sum where it does not: micro-batches
+ * after the first, bf16). Run after pass_fuse_gelu, before precision. */
+void pass_fuse_bgrad(Graph *g);
 
 /* ---------------------------------------------------------------- fuse_layernorm.c */
 /* x = add(a, b) followed by layernorm(x, w, bias) becomes one add_layernorm

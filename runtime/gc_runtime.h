@@ -58,6 +58,15 @@ void gc_matmul_bias_gelu(gc_real *h, gc_real *pre, const gc_real *a, const gc_re
 void gc_matmul_dgelu(gc_real *dpre, gc_real *h, const gc_real *a, const gc_real *b, const gc_real *pre, long batch,
                      long M, long N, long K, int ta, int tb);
 
+/* gc_matmul_dgelu, and db (N) = the column sums of dpre (its batch*M rows)
+ * as gc_reduce_rows(db, dpre, batch*M, N, acc >> 2): the bias gradient of
+ * the matmul that made pre, from the same call (cuBLASLt's DGELU_BGRAD
+ * epilogue, which overwrites db; with acc bit 2 set, db += the sums, and
+ * the CUDA runtime adds a column sum instead). Bits 0 and 1 of acc must be
+ * clear (dpre and h are overwritten). fuse_bgrad.c. */
+void gc_matmul_dgelu_bgrad(gc_real *dpre, gc_real *h, gc_real *db, const gc_real *a, const gc_real *b,
+                           const gc_real *pre, long batch, long M, long N, long K, int ta, int tb, int acc);
+
 /* out[c] (+)= sum_r in[r*cols + c]: the gradient of a broadcast add. */
 void gc_reduce_rows(gc_real *out, const gc_real *in, long rows, long cols, int acc);
 

@@ -343,6 +343,15 @@ void gc_matmul_dgelu(gc_real *dpre, gc_real *h, const gc_real *a, const gc_real 
     }
 }
 
+/* gc_matmul_dgelu, then gc_reduce_rows of dpre into db: the unfused ops'
+ * arithmetic, so the same bits. */
+void gc_matmul_dgelu_bgrad(gc_real *dpre, gc_real *h, gc_real *db, const gc_real *a, const gc_real *b,
+                           const gc_real *pre, long batch, long M, long N, long K, int ta, int tb, int acc)
+{
+    gc_matmul_dgelu(dpre, h, a, b, pre, batch, M, N, K, ta, tb);
+    gc_reduce_rows(db, dpre, batch * M, N, acc >> 2 & 1);
+}
+
 /* ------------------------------------------------------------------ reduce_rows */
 
 /* out[c] (+)= sum_r in[r, c]; in is (rows, cols). Column blocks in parallel,

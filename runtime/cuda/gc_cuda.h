@@ -229,6 +229,11 @@ void gc_matmul_bias_gelu_bf16(gc_bf16 *h, gc_bf16 *pre, const gc_bf16 *a, const 
                               long batch, long M, long N, long K, int ta, int tb);
 void gc_matmul_dgelu_bf16(gc_bf16 *dpre, gc_bf16 *h, const gc_bf16 *a, const gc_bf16 *b, const gc_bf16 *pre,
                           long batch, long M, long N, long K, int ta, int tb);
+/* db stays fp32 (a parameter gradient), summed in fp32 from the bf16 dpre:
+ * always the column sum (the DGELU_BGRAD epilogue's bias gradient would be
+ * bf16, D's type) */
+void gc_matmul_dgelu_bgrad_bf16(gc_bf16 *dpre, gc_bf16 *h, float *db, const gc_bf16 *a, const gc_bf16 *b,
+                                const gc_bf16 *pre, long batch, long M, long N, long K, int ta, int tb, int acc);
 void gc_reduce_rows_bf16(float *out, const gc_bf16 *in, long rows, long cols, int acc);
 void gc_embedding_fwd_bf16(gc_bf16 *out, const int32_t *idx, const gc_bf16 *table, long n, long rows, long C);
 void gc_embedding_bwd_bf16(float *dtable, const gc_bf16 *dout, const int32_t *idx, long n, long rows, long C,

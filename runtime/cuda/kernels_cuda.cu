@@ -236,8 +236,10 @@ static uint32_t align_of(const void *p)
  * reuses the algorithm only with a bias of the same alignment. */
 typedef struct {
     long batch, M, N, K;
-    int ta, tb, tf32, bias;   /* bias: the BIAS epilogue (a vector of N added to every row) */
-    int gelu;                 /* 1: GELU_AUX_BIAS (aux = pre), 2: DGELU (aux = pre); fuse_gelu.c */
+    int ta, tb, tf32, bias;   /* bias: the BIAS epilogue (a vector of N added to every row), or
+                                 with gelu 3 the bias gradient (N column sums of c, written) */
+    int gelu;                 /* 1: GELU_AUX_BIAS (aux = pre), 2: DGELU (aux = pre), 3: DGELU_BGRAD
+                                 (aux = pre, bias = the gradient); fuse_gelu.c, fuse_bgrad.c */
     int unsupported;          /* gelu: the heuristic found no algorithm (callers fall back) */
     uint32_t aux_align;       /* of aux (0: none) */
     const void *aux_ptr;      /* the aux the heuristic saw (not part of the key) */
@@ -310,20 +312,24 @@ static void plan_build(MatmulPlan *p)
     int32_t opa = p->tb ? CUBLAS_OP_T : CUBLAS_OP_N, opb = p->ta ? CUBLAS_OP_T : CUBLAS_OP_N;
     GC_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_TRANSA, &opa, sizeof opa));
     GC_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_TRANSB, &opb, sizeof opb));
-    if (p->gelu) {   /* the aux matrix (pre) has D's layout: N x M, ld N */
-        int32_t epi = p->gelu == 1 ? CUBLASLT_EPILOGUE_GELU_AUX_BIAS : CUBLASLT_EPILOGUE_DGELU;
-        int64_t ld = p->N;
+    if (p->gelu || p->bias) {
+        int32_t epi = p->gelu == 1   ? CUBLASLT_EPILOGUE_GELU_AUX_BIAS
+                      : p->gelu == 2 ? CUBLASLT_EPILOGUE_DGELU
+                      : p->gelu == 3 ? CUBLASLT_EPILOGUE_DGELU_BGRAD
+                                     : CUBLASLT_EPILOGUE_BIAS;
         GC_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi, sizeof epi));
+    }
+    if (p->gelu) {   /* the aux matrix (pre) has D's layout: N x M, ld N */
+        int64_t ld = p->N;
         GC_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER,
                                                        &p->aux_ptr, sizeof p->aux_ptr));
         GC_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD, &ld, sizeof ld));
     }
-    if (p->bias) {   /* before the heuristic, which infers the bias alignment from the pointer */
-        int32_t epi = p->gelu ? CUBLASLT_EPILOGUE_GELU_AUX_BIAS : CUBLASLT_EPILOGUE_BIAS;
-        GC_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi, sizeof epi));
+    /* the bias (or, DGELU_BGRAD, the bias gradient: D's type, N elements)
+       before the heuristic, which infers its alignment from the pointer */
+    if (p->bias)
         GC_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &p->bias_ptr,
                                                        sizeof p->bias_ptr));
-    }
     p->la = p->tb ? make_layout(p->tab, p->K, p->N, p->K, p->batch, p->N * p->K)
                   : make_layout(p->tab, p->N, p->K, p->N, p->batch, p->N * p->K);
     p->lb = p->ta ? make_layout(p->tab, p->M, p->K, p->M, p->batch, p->M * p->K)
@@ -560,6 +566,48 @@ static void matmul_dgelu(T *dpre, T *h, const T *a, const T *b, const T *pre, cu
     }
     matmul(dpre, t, a, b, t, batch, M, N, K, ta, tb, 0);
     GC_LAUNCH(dgelu_kernel<T>, grid_for(n, 256), 256, 0, dpre, h, pre, n);
+}
+
+template <class T> static void reduce_rows(float *out, const T *in, long rows, long cols, int acc);
+
+/* matmul_dgelu and db (N, fp32) = the column sums of dpre (fuse_bgrad.c).
+ * The DGELU_BGRAD epilogue writes db in the matmul (one launch less than
+ * matmul_dgelu + reduce_rows) where it applies: fp32 (for a bf16 D the
+ * epilogue's bias gradient is bf16, CUBLASLT_MATMUL_DESC_BIAS_POINTER; db is
+ * an fp32 parameter gradient), db overwritten (the epilogue overwrites; with
+ * acc bit 2 set, a micro-batch after the first, db accumulates: the column
+ * sum adds instead, no scratch vector and add kernel, which would cost the
+ * launch saved), the GELU epilogues' conditions with db as the bias, and an
+ * algorithm. ir/ops.c op_launches counts the same. */
+template <class T>
+static void matmul_dgelu_bgrad(T *dpre, T *h, float *db, const T *a, const T *b, const T *pre, cudaDataType_t t,
+                               long batch, long M, long N, long K, int ta, int tb, int acc)
+{
+    if (batch <= 0 || M <= 0 || N <= 0) {
+        if (N > 0 && !(acc & 4))   /* no rows: the sums are 0 */
+            fill(db, N, 0.0f);
+        return;
+    }
+    if (t == CUDA_R_32F && !(acc & 4) && gelu_epilogue_ok(db, pre, batch, N) &&
+        matmul(dpre, t, a, b, t, batch, M, N, K, ta, tb, 0, db, 3, pre)) {
+        long n = batch * M * N;
+        GC_LAUNCH(gelu_kernel<T>, grid_for(n, 256), 256, 0, h, pre, n);
+        return;
+    }
+    matmul_dgelu<T>(dpre, h, a, b, pre, t, batch, M, N, K, ta, tb);
+    reduce_rows(db, (const T *)dpre, batch * M, N, acc >> 2 & 1);
+}
+
+void gc_matmul_dgelu_bgrad(gc_real *dpre, gc_real *h, gc_real *db, const gc_real *a, const gc_real *b,
+                           const gc_real *pre, long batch, long M, long N, long K, int ta, int tb, int acc)
+{
+    matmul_dgelu_bgrad<float>(dpre, h, db, a, b, pre, CUDA_R_32F, batch, M, N, K, ta, tb, acc);
+}
+
+void gc_matmul_dgelu_bgrad_bf16(gc_bf16 *dpre, gc_bf16 *h, float *db, const gc_bf16 *a, const gc_bf16 *b,
+                                const gc_bf16 *pre, long batch, long M, long N, long K, int ta, int tb, int acc)
+{
+    matmul_dgelu_bgrad<gc_bf16>(dpre, h, db, a, b, pre, CUDA_R_16BF, batch, M, N, K, ta, tb, acc);
 }
 
 void gc_matmul_bias_gelu(gc_real *h, gc_real *pre, const gc_real *a, const gc_real *b, const gc_real *bias,

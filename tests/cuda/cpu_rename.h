@@ -5,6 +5,7 @@
 #define gc_matmul_bias cpu_matmul_bias
 #define gc_matmul_bias_gelu cpu_matmul_bias_gelu
 #define gc_matmul_dgelu cpu_matmul_dgelu
+#define gc_matmul_dgelu_bgrad cpu_matmul_dgelu_bgrad
 #define gc_reduce_rows cpu_reduce_rows
 #define gc_embedding_fwd cpu_embedding_fwd
 #define gc_embedding_bwd cpu_embedding_bwd

@@ -5,7 +5,13 @@
 # the fused program (default fusions) and the one compiled with
 # --no-fuse=KIND train STEPS steps each; per-step losses must agree within
 # TOL (absolute) and the fused program must call the fused kernel (KIND
-# classifier: gc_classifier) where the other does not.
+# classifier: gc_classifier; bgrad: gc_matmul_dgelu_bgrad) where the other
+# does not. bgrad also counts, with $GCEMU_COUNTS, what each program
+# launched per step (2 steps minus 1): fp32, the fused program takes
+# cuBLASLt's DGELU_BGRAD epilogue once per fused call and micro-batch 0 (the
+# others accumulate: no epilogue) and launches that many kernels fewer than
+# the unfused one; bf16 never takes it (the same launches); each program's
+# count equals gcompile's kernel_launches_per_step.
 set -u
 gc=$1 graph=$2 cxx=$3 root=$4 hostlib=$5 blas=$6 cblas=$7 dir=$8 kind=$9
 shift 9
@@ -15,6 +21,7 @@ mkdir -p "$dir" && cd "$dir" || exit 1
 rt=$root/runtime
 case $kind in
 classifier) fn=gc_classifier ;;
+bgrad) fn=gc_matmul_dgelu_bgrad ;;
 *) fail "unknown fusion kind $kind" ;;
 esac
 inc="-I$root/tests/cuda/shim -I$rt -I$rt/cuda -I$cblas"
@@ -34,7 +41,26 @@ for prec in $precs; do
             "$hostlib" "$blas" -fopenmp -lm ${GCOMPILE_CFLAGS:-} -o $prec.$v || fail "emulator build ($prec $v)"
         ./$prec.$v --steps "$steps" --seed 1 --log $prec.$v.jsonl >$prec.$v.out 2>&1 || fail "$prec $v: $(cat $prec.$v.out)"
         sed -n 's/.*"loss":\([^,}]*\).*/\1/p' $prec.$v.jsonl >$v.loss
+        [ $kind = bgrad ] || continue
+        # per step: launches and DGELU_BGRAD epilogues (the emulator's), launches (gcompile's)
+        count() { GCEMU_COUNTS=1 ./$prec.$v --steps "$1" --seed 1 2>&1 >/dev/null |
+            sed -n 's/^gcemu: launches \([0-9]*\) .*dgelu_bgrad epilogues \([0-9]*\)).*/\1 \2/p'; }
+        set -- $(count 1) $(count 2)
+        [ $# -eq 4 ] || fail "$prec $v: no launch counts from the emulator"
+        eval "l_$v=$(($3 - $1)) e_$v=$(($4 - $2))"
+        c=$("$gc" "$graph" --config tiny --target cuda --precision "$prec" $flags $nf --emit summary |
+            sed -n 's/^kernel_launches_per_step: //p')
+        [ "$c" = $(($3 - $1)) ] || fail "$prec $v: the emulator launched $(($3 - $1)) per step, gcompile counts $c"
     done
+    if [ $kind = bgrad ]; then
+        calls=$(grep -c "$fn" $prec.on.cu)   # fused calls per micro-batch (one per layer)
+        want=$calls
+        [ $prec = bf16 ] && want=0
+        echo "$kind $prec: launches per step $l_off unfused, $l_on fused; $e_on DGELU_BGRAD epilogues ($calls fused calls)"
+        [ "$e_off" -eq 0 ] || fail "$prec: DGELU_BGRAD epilogues in the unfused program"
+        [ "$e_on" -eq "$want" ] || fail "$prec: $e_on DGELU_BGRAD epilogues per step, want $want"
+        [ $((l_off - l_on)) -eq "$want" ] || fail "$prec: the fusion saved $((l_off - l_on)) launches per step, want $want"
+    fi
     paste on.loss off.loss | awk -v steps="$steps" -v tol="$tol" -v what="$kind $prec" '
         { d = $1 - $2; if (d < 0) d = -d; if (d > m) m = d; if (!(d <= tol)) bad = 1 }
         END { printf "%s: on vs off, %d steps: max |diff| %.3g (tol %s)\n", what, NR, m, tol; exit bad || NR != steps }' ||

@@ -40,6 +40,7 @@ decltype(gc_matmul) cpu_matmul;
 decltype(gc_matmul_bias) cpu_matmul_bias;
 decltype(gc_matmul_bias_gelu) cpu_matmul_bias_gelu;
 decltype(gc_matmul_dgelu) cpu_matmul_dgelu;
+decltype(gc_matmul_dgelu_bgrad) cpu_matmul_dgelu_bgrad;
 decltype(gc_reduce_rows) cpu_reduce_rows;
 decltype(gc_embedding_fwd) cpu_embedding_fwd;
 decltype(gc_embedding_bwd) cpu_embedding_bwd;
@@ -1429,6 +1430,200 @@ static void test_gelu()
             }
 }
 
+/* ---------------------------------------------------------------- bias gradient in the dgelu matmul */
+/* cuBLASLt's DGELU_BGRAD epilogue itself (the shim on the emulator, the
+ * library on a GPU), on the layout kernels_cuda.cu uses (D = N x M col-major,
+ * aux = pre with D's layout): D = gelu'(aux) * (A B) and the bias gradient =
+ * per row of D (our column n) the sum over D's M columns, OVERWRITING the
+ * vector (it starts as NaN), against a CPU reference in double. Under the
+ * emulator also what the library refuses: no bias pointer, a bias gradient
+ * type other than D's (fp32 for a bf16 D), a bias under 16-byte aligned. */
+static void lt_dgelu_bgrad_case(int bf, long M, long N, long K)
+{
+    char name[160];
+    NAME("lt DGELU_BGRAD%s M%ld N%ld K%ld", bf ? " bf16" : "", M, N, K);
+    Vec a = rand_bf(M * K), w = rand_bf(K * N), pre = rand_bf(M * N, -3, 3);
+    Vec want(M * N), wantdb(N, 0.0f);
+    for (long m = 0; m < M; m++)   /* dpre (M x N, row-major) = a (M x K) @ w (K x N), times gelu'(pre) */
+        for (long n = 0; n < N; n++) {
+            double s = 0;
+            for (long k = 0; k < K; k++)
+                s += (double)a[m * K + k] * w[k * N + n];
+            float p = pre[m * N + n], c = 0.044715f * p * p * p, th = tanhf(0.7978845608028654f * (p + c));
+            float dg = 0.5f * (1.0f + th) + p * 0.5f * (1.0f - th * th) * 0.7978845608028654f *
+                                                (1.0f + 3.0f * 0.044715f * p * p);
+            want[m * N + n] = (float)s * dg;
+        }
+    for (long n = 0; n < N; n++) {
+        double s = 0;
+        for (long m = 0; m < M; m++)
+            s += want[m * N + n];
+        wantdb[n] = (float)s;
+    }
+    cudaDataType_t t = bf ? CUDA_R_16BF : CUDA_R_32F;
+    size_t es = bf ? 2 : 4;
+    cublasLtHandle_t h;
+    GC_CUBLAS_CHECK(cublasLtCreate(&h));
+    Dev d;
+    void *da, *dw, *dpre, *dd, *ddb;
+    if (bf) {
+        da = d.up(to_bf(a)), dw = d.up(to_bf(w)), dpre = d.up(to_bf(pre));
+        dd = d.up(to_bf(nan_vec(M * N))), ddb = d.up(to_bf(nan_vec(N)));
+    } else {
+        da = d.up(a), dw = d.up(w), dpre = d.up(pre), dd = d.up(nan_vec(M * N)), ddb = d.up(nan_vec(N));
+    }
+    /* Lt A = w (N x K col-major, ld N), Lt B = a (K x M, ld K), D = N x M (ld N) */
+    cublasLtMatmulDesc_t desc;
+    cublasLtMatrixLayout_t la, lb, lc;
+    GC_CUBLAS_CHECK(cublasLtMatmulDescCreate(&desc, CUBLAS_COMPUTE_32F, CUDA_R_32F));
+    int32_t epi = CUBLASLT_EPILOGUE_DGELU_BGRAD;
+    int64_t ld = N;
+    GC_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi, sizeof epi));
+    GC_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, &dpre, sizeof dpre));
+    GC_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD, &ld, sizeof ld));
+    GC_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &ddb, sizeof ddb));
+    GC_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&la, t, N, K, N));
+    GC_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&lb, t, K, M, K));
+    GC_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&lc, t, N, M, N));
+    cublasLtMatmulPreference_t pref;
+    GC_CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&pref));
+    uint64_t ws = 0;
+    GC_CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof ws));
+    cublasLtMatmulHeuristicResult_t res;
+    int nres = 0;
+    cublasStatus_t st = cublasLtMatmulAlgoGetHeuristic(h, desc, la, lb, lc, lc, pref, 1, &res, &nres);
+    const float one = 1.0f, zero = 0.0f;
+    checks++;
+    if (st != CUBLAS_STATUS_SUCCESS || nres < 1) {
+        printf("%s %s: no algorithm (%s)\n", st == CUBLAS_STATUS_NOT_SUPPORTED ? "SKIP" : "FAIL", name,
+               cublasLtGetStatusString(st));
+        failures += st != CUBLAS_STATUS_NOT_SUPPORTED;
+    } else {
+        for (int rep = 0; rep < 2; rep++)   /* twice: the second overwrites the first's sums */
+            GC_CUBLAS_CHECK(cublasLtMatmul(h, desc, &one, dw, la, da, lb, &zero, dd, lc, dd, lc, &res.algo, NULL, 0,
+                                           gc_stream));
+        gc_device_sync();
+        Vec got = bf ? down_bf((const gc_bf16 *)dd, M * N) : down((const float *)dd, M * N);
+        Vec gotdb = bf ? down_bf((const gc_bf16 *)ddb, N) : down((const float *)ddb, N);
+        float tol = bf ? 2 * BF16_TOL : 1e-5f;
+        close(name, got, bf ? round_bf(want) : want, tol);
+        NAME("lt DGELU_BGRAD%s M%ld N%ld K%ld: bias gradient", bf ? " bf16" : "", M, N, K);
+        close(name, gotdb, bf ? round_bf(wantdb) : wantdb, tol);
+#ifdef GCEMU
+        /* what the real library refuses: no bias gradient pointer; fp32 bias gradient for a bf16 D */
+        void *none = NULL;
+        GC_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &none, sizeof none));
+        checks++;
+        if (cublasLtMatmul(h, desc, &one, dw, la, da, lb, &zero, dd, lc, dd, lc, &res.algo, NULL, 0, gc_stream) !=
+            CUBLAS_STATUS_INVALID_VALUE) {
+            printf("FAIL %s: DGELU_BGRAD without a bias pointer accepted\n", name);
+            failures++;
+        }
+        GC_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &ddb, sizeof ddb));
+        int32_t other = bf ? CUDA_R_32F : CUDA_R_16BF;
+        GC_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &other, 4));
+        checks++;
+        if (cublasLtMatmul(h, desc, &one, dw, la, da, lb, &zero, dd, lc, dd, lc, &res.algo, NULL, 0, gc_stream) !=
+            CUBLAS_STATUS_INVALID_VALUE) {
+            printf("FAIL %s: a bias gradient of another type than D accepted\n", name);
+            failures++;
+        }
+        int32_t dflt = -1;
+        GC_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &dflt, 4));
+        char *mis = (char *)ddb + es;   /* under 16-byte aligned: the heuristic has no algorithm */
+        GC_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &mis, sizeof mis));
+        checks++;
+        if (cublasLtMatmulAlgoGetHeuristic(h, desc, la, lb, lc, lc, pref, 1, &res, &nres) !=
+            CUBLAS_STATUS_NOT_SUPPORTED) {
+            printf("FAIL %s: a bias gradient %zu bytes past 16-byte alignment accepted\n", name, es);
+            failures++;
+        }
+#else
+        (void)es;
+#endif
+    }
+    GC_CUBLAS_CHECK(cublasLtMatmulPreferenceDestroy(pref));
+    GC_CUBLAS_CHECK(cublasLtMatrixLayoutDestroy(la));
+    GC_CUBLAS_CHECK(cublasLtMatrixLayoutDestroy(lb));
+    GC_CUBLAS_CHECK(cublasLtMatrixLayoutDestroy(lc));
+    GC_CUBLAS_CHECK(cublasLtMatmulDescDestroy(desc));
+    GC_CUBLAS_CHECK(cublasLtDestroy(h));
+}
+
+/* gc_matmul_dgelu_bgrad (fuse_bgrad.c's op) against the CPU kernel
+ * (matmul_dgelu + reduce_rows), fp32 and bf16, db overwritten (acc 0) and
+ * accumulated (acc 4, a micro-batch after the first; db starts random): dpre,
+ * h and db. Under the emulator the DGELU_BGRAD epilogue must be taken
+ * exactly where kernels_cuda.cu says it applies (fp32, acc 0, N a multiple
+ * of 8, pre and db 16-byte aligned): one cuBLASLt call with that epilogue and
+ * one kernel (the recomputed GELU); elsewhere no such epilogue and at least
+ * one kernel more (the column sum). */
+static void test_gelu_bgrad()
+{
+    for (int bf = 0; bf < 2; bf++) {
+        lt_dgelu_bgrad_case(bf, 33, 48, 65);
+        lt_dgelu_bgrad_case(bf, 1, 8, 3);
+        lt_dgelu_bgrad_case(bf, 130, 16, 7);
+    }
+    struct { long M, N, K; int tb; } shapes[] = {{5, 8, 3, 1}, {33, 48, 65, 0}, {17, 13, 9, 1}, {300, 64, 32, 0}};
+    char name[160];
+    for (size_t ws : ws_sizes) {
+        set_ws(ws);
+        for (auto s : shapes)
+            for (int pad = 0; pad < 3; pad++)   /* 1: pre 4 bytes off; 2: db 4 bytes off */
+                for (int acc = 0; acc <= 4; acc += 4)
+                    for (int bf = 0; bf < 2; bf++) {
+                        long n = s.M * s.N;
+                        Vec dy = rand_bf(s.M * s.K), w = rand_bf(s.K * s.N), pre = rand_bf(n, -3, 3);
+                        Vec db0 = rand_vec(s.N), dw(n), hre(n), wdb = db0;
+                        cpu_matmul_dgelu_bgrad(dw.data(), hre.data(), wdb.data(), dy.data(), w.data(), pre.data(), 1,
+                                               s.M, s.N, s.K, 0, s.tb, acc);
+                        int epi = !bf && !acc && s.N % 8 == 0 && !pad;
+                        NAME("matmul_dgelu_bgrad%s M%ld N%ld K%ld tb%d pad%d acc%d ws%zu", bf ? "_bf16" : "", s.M,
+                             s.N, s.K, s.tb, pad, acc, ws);
+                        long l0 = 0, m0 = 0, e0 = 0;
+                        Vec got = run_gpu(name, [&] {
+                            Dev d;
+#ifdef GCEMU
+                            l0 = gcemu_launch_count(), m0 = gcemu_lt_matmuls, e0 = gcemu_lt_bgrads;
+#endif
+                            Vec out;
+                            float *db = d.up(db0, pad == 2);
+                            if (bf) {
+                                gc_bf16 *o = d.up(to_bf(nan_vec(n))), *hr = d.up(to_bf(nan_vec(n)));
+                                gc_matmul_dgelu_bgrad_bf16(o, hr, db, d.up(to_bf(dy)), d.up(to_bf(w)),
+                                                           d.up(to_bf(pre), pad == 1), 1, s.M, s.N, s.K, 0, s.tb,
+                                                           acc);
+                                out = cat({down_bf(o, n), down_bf(hr, n), down(db, s.N)});
+                            } else {
+                                float *o = d.up(nan_vec(n)), *hr = d.up(nan_vec(n));
+                                gc_matmul_dgelu_bgrad(o, hr, db, d.up(dy), d.up(w), d.up(pre, pad == 1), 1, s.M, s.N,
+                                                      s.K, 0, s.tb, acc);
+                                out = cat({down(o, n), down(hr, n), down(db, s.N)});
+                            }
+#ifdef GCEMU
+                            l0 = gcemu_launch_count() - l0, m0 = gcemu_lt_matmuls - m0, e0 = gcemu_lt_bgrads - e0;
+#endif
+                            return out;
+                        });
+                        float tol = bf ? 2 * BF16_TOL : 1e-5f;
+                        close(name, Vec(got.begin(), got.begin() + 2 * n), bf ? round_bf(cat({dw, hre})) : cat({dw, hre}),
+                              tol);
+                        /* db: fp32 sums of (bf16) dpre; the CPU's are of its fp32 dpre */
+                        close(name, Vec(got.begin() + 2 * n, got.end()), wdb, bf ? 2 * BF16_TOL : 1e-5f);
+#ifdef GCEMU
+                        checks++;
+                        if (m0 != 1 || e0 != epi || (epi ? l0 != 1 : l0 < 2)) {
+                            printf("FAIL %s: %ld cuBLASLt calls (%ld DGELU_BGRAD) and %ld kernels, want 1 (%d) and %s\n",
+                                   name, m0, e0, l0, epi, epi ? "1" : "2 or more");
+                            failures++;
+                        }
+#endif
+                    }
+    }
+    set_ws(GC_CUDA_WORKSPACE_BYTES);
+}
+
 /* ---------------------------------------------------------------- residual + layernorm */
 /* fuse_layernorm.c's op against the CPU kernel, fp32 and bf16: the vector
  * path (C a multiple of the vector, aligned rows), the scalar path (odd C,
@@ -1815,7 +2010,8 @@ int main(int argc, char **argv)
         {"misc", test_misc},             {"bf16", test_bf16},
         {"errors", test_errors},         {"attention", test_attention},
         {"vectors", test_vectors},
-        {"gelu", test_gelu},             {"add_layernorm", test_add_layernorm},
+        {"gelu", test_gelu},             {"gelu_bgrad", test_gelu_bgrad},
+        {"add_layernorm", test_add_layernorm},
         {"classifier", test_classifier},
     };
     for (auto &g : groups) {

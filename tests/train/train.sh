@@ -62,7 +62,7 @@ profile)   # --profile: same losses; one row per kernel and shape, rows add up t
     sed -n 's/^step *[0-9]*\/[0-9]* | loss \([^ ]*\) .*/\1/p' out.txt >b.txt
     cmp -s a.txt b.txt || { paste a.txt b.txt; fail "--profile changed the losses"; }
     grep -q '^profile: [0-9]* kernels and shapes, mean over 3 steps' out.txt || { cat out.txt; fail "profile header"; }
-    for k in "fwd matmul_bias 256x192x64 tb" "bwd matmul 256x64x256 ta" "opt adamw" "fwd classifier" "bwd matmul_dgelu 256x256x64" "fwd add_layernorm"; do
+    for k in "fwd matmul_bias 256x192x64 tb" "bwd matmul 256x64x256 ta" "opt adamw" "fwd classifier" "bwd matmul_dgelu_bgrad 256x256x64" "fwd add_layernorm"; do
         grep -q " $k\$" out.txt || { cat out.txt; fail "no profile row '$k'"; }
     done
     # the rows sum to the ops total in the header (to rounding), and every row's calls are > 0
@@ -231,7 +231,7 @@ fusions)   # each fusion on vs off: 20 steps within 1e-5; fused programs pass gr
     for shape in "" "-D T=37 -D C=48"; do     # T=37, head size 12: no multiple of any tile
         compile t_on $shape --classifier-chunk 100    # chunks of 100 rows: N = 256 or 148
         ./t_on --threads 2 --steps 20 --log on.jsonl >/dev/null || fail "fused run $shape"
-        for kind in attention classifier gelu layernorm; do
+        for kind in attention classifier gelu bgrad layernorm; do
             compile t_off $shape --classifier-chunk 100 --no-fuse=$kind
             ./t_off --threads 2 --steps 20 --log off.jsonl >/dev/null || fail "--no-fuse=$kind run"
             jloss on.jsonl >a.txt
@@ -240,6 +240,8 @@ fusions)   # each fusion on vs off: 20 steps within 1e-5; fused programs pass gr
             paste a.txt b.txt | awk -v k="$kind $shape" '{ d = $1 - $2; if (d < 0) d = -d; if (d > m) m = d }
                 END { printf "%s on vs off: max |diff| %.3g over 20 steps\n", k, m; exit !(m <= 1e-5) }' ||
                 { paste a.txt b.txt; fail "--no-fuse=$kind changed the losses"; }
+            # the CPU's fused bias gradient is the unfused ops' arithmetic (fuse_bgrad.c)
+            [ $kind = bgrad ] && { cmp -s a.txt b.txt || fail "--no-fuse=bgrad: losses not bit-identical"; }
         done
         compile t_gc $shape --schedule plain --classifier-chunk 100
         ./t_gc --threads 2 --gradcheck 48 >out.txt 2>&1 || { cat out.txt; fail "gradcheck, fused $shape"; }
@@ -248,6 +250,7 @@ fusions)   # each fusion on vs off: 20 steps within 1e-5; fused programs pass gr
         grep -q gc_classifier prog.c || fail "no fused classifier in the program $shape"
         grep -q gc_matmul_bias_gelu prog.c && grep -q gc_matmul_dgelu prog.c ||
             fail "no fused bias + GELU (forward and backward) in the program $shape"
+        grep -q gc_matmul_dgelu_bgrad prog.c || fail "no fused bias gradient (matmul_dgelu_bgrad) in the program $shape"
         grep -q gc_add_layernorm_fwd prog.c || fail "no fused residual + layernorm in the program $shape"
     done
     compile t_poison --poison

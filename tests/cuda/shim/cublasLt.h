@@ -8,7 +8,8 @@
  * dimensions, ld < rows, pointers less aligned than the preference promises,
  * a workspace larger than the preference allows, a bias epilogue whose bias
  * is under 16-byte aligned or less aligned at the call than at the heuristic,
- * C and D in place with different layouts. */
+ * C and D in place with different layouts, a bias (gradient) type other than
+ * D's. */
 #ifndef GCEMU_CUBLASLT_H
 #define GCEMU_CUBLASLT_H
 
@@ -43,6 +44,7 @@ typedef enum {
     CUBLASLT_MATMUL_DESC_BIAS_POINTER = 8,
     CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER = 11,
     CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD = 12,
+    CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE = 26,
 } cublasLtMatmulDescAttributes_t;
 
 typedef enum {
@@ -61,15 +63,22 @@ typedef enum {
 struct gcemu_lt_handle { int dummy; };
 /* the epilogues the runtime uses: BIAS: D = alpha op(A) op(B) + beta C + bias (per row of D);
  * GELU_AUX_BIAS: that X into aux (D's type, ld aux_ld), D = gelu(X); DGELU: D = X * gelu'(aux)
- * (X without bias). The GELU is the tanh approximation. */
+ * (X without bias); DGELU_BGRAD: DGELU, and the bias gradient written (overwritten, never
+ * accumulated) to the BIAS_POINTER vector: one element per row of D, the sum over D's
+ * columns of the DGELU'd D (before rounding to D's type), in D's type (cuBLASLt's documentation
+ * of BIAS_POINTER: "Bias gradient vector elements are the same type as the output elements";
+ * of BIAS_DATA_TYPE: D's type unless set, other types documented for IMMA and FP8 kernels
+ * only, none of which this shim has: here any type other than D's is refused). The GELU is
+ * the tanh approximation. */
 typedef enum {
     CUBLASLT_EPILOGUE_DEFAULT = 1,
     CUBLASLT_EPILOGUE_BIAS = 4,
     CUBLASLT_EPILOGUE_GELU_AUX_BIAS = 164,
     CUBLASLT_EPILOGUE_DGELU = 192,
+    CUBLASLT_EPILOGUE_DGELU_BGRAD = 208,
 } cublasLtEpilogue_t;
 struct gcemu_lt_desc { cublasComputeType_t compute; cudaDataType_t scale; int32_t opa, opb; int32_t epilogue;
-                       const void *bias; void *aux; int64_t aux_ld; };
+                       const void *bias; void *aux; int64_t aux_ld; int32_t bias_type; };
 struct gcemu_lt_layout { cudaDataType_t type; uint64_t rows, cols; int64_t ld; int32_t batch; int64_t stride; };
 struct gcemu_lt_pref { uint64_t max_ws; uint32_t align[4]; };
 
@@ -87,6 +96,7 @@ typedef struct {
 } cublasLtMatmulHeuristicResult_t;
 
 inline long gcemu_lt_matmuls = 0;   /* tests: how many cublasLtMatmul calls */
+inline long gcemu_lt_bgrads = 0;    /* tests: how many of them with the DGELU_BGRAD epilogue */
 inline bool gcemu_lt_no_algo = false;   /* tests: the heuristic finds nothing (NOT_SUPPORTED) */
 
 /* Largest power of two <= 256 dividing the address (NULL: 256). */
@@ -103,9 +113,9 @@ inline uint32_t gcemu_lt_align(const void *p)
  * test can compare it with gcompile's kernel_launches_per_step. */
 inline void gcemu_print_counts()
 {
-    fprintf(stderr, "gcemu: launches %ld (kernels %ld, matmuls %ld, memsets %ld)\n",
+    fprintf(stderr, "gcemu: launches %ld (kernels %ld, matmuls %ld, memsets %ld; dgelu_bgrad epilogues %ld)\n",
             gcemu_launch_count() + gcemu_lt_matmuls + gcemu_memsets, gcemu_launch_count(), gcemu_lt_matmuls,
-            gcemu_memsets);
+            gcemu_memsets, gcemu_lt_bgrads);
 }
 inline struct gcemu_counts_at_exit {
     gcemu_counts_at_exit()
@@ -130,7 +140,7 @@ inline cublasStatus_t cublasLtDestroy(cublasLtHandle_t h) { delete h; return CUB
 
 inline cublasStatus_t cublasLtMatmulDescCreate(cublasLtMatmulDesc_t *d, cublasComputeType_t c, cudaDataType_t s)
 {
-    *d = new gcemu_lt_desc{c, s, CUBLAS_OP_N, CUBLAS_OP_N, CUBLASLT_EPILOGUE_DEFAULT, nullptr, nullptr, 0};
+    *d = new gcemu_lt_desc{c, s, CUBLAS_OP_N, CUBLAS_OP_N, CUBLASLT_EPILOGUE_DEFAULT, nullptr, nullptr, 0, -1};
     return CUBLAS_STATUS_SUCCESS;
 }
 inline cublasStatus_t cublasLtMatmulDescDestroy(cublasLtMatmulDesc_t d) { delete d; return CUBLAS_STATUS_SUCCESS; }
@@ -152,10 +162,13 @@ inline cublasStatus_t cublasLtMatmulDescSetAttribute(cublasLtMatmulDesc_t d, cub
     if (a == CUBLASLT_MATMUL_DESC_EPILOGUE) {
         memcpy(&d->epilogue, buf, 4);
         return d->epilogue == CUBLASLT_EPILOGUE_DEFAULT || d->epilogue == CUBLASLT_EPILOGUE_BIAS ||
-                       d->epilogue == CUBLASLT_EPILOGUE_GELU_AUX_BIAS || d->epilogue == CUBLASLT_EPILOGUE_DGELU
+                       d->epilogue == CUBLASLT_EPILOGUE_GELU_AUX_BIAS || d->epilogue == CUBLASLT_EPILOGUE_DGELU ||
+                       d->epilogue == CUBLASLT_EPILOGUE_DGELU_BGRAD
                    ? CUBLAS_STATUS_SUCCESS : CUBLAS_STATUS_NOT_SUPPORTED;
     }
-    if (a == CUBLASLT_MATMUL_DESC_TRANSA)
+    if (a == CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE)   /* cudaDataType_t as int32_t; -1: D's type */
+        memcpy(&d->bias_type, buf, 4);
+    else if (a == CUBLASLT_MATMUL_DESC_TRANSA)
         memcpy(&d->opa, buf, 4);
     else if (a == CUBLASLT_MATMUL_DESC_TRANSB)
         memcpy(&d->opb, buf, 4);
@@ -204,6 +217,20 @@ inline cublasStatus_t cublasLtMatmulPreferenceSetAttribute(cublasLtMatmulPrefere
     return CUBLAS_STATUS_SUCCESS;
 }
 
+/* the epilogue reads a bias vector (BIAS, GELU_AUX_BIAS) or writes one (DGELU_BGRAD: the bias
+ * gradient), at CUBLASLT_MATMUL_DESC_BIAS_POINTER, whose alignment the heuristic infers */
+inline bool gcemu_lt_has_bias(const gcemu_lt_desc *d)
+{
+    return d->epilogue == CUBLASLT_EPILOGUE_BIAS || d->epilogue == CUBLASLT_EPILOGUE_GELU_AUX_BIAS ||
+           d->epilogue == CUBLASLT_EPILOGUE_DGELU_BGRAD;
+}
+/* the epilogue writes (GELU_AUX_BIAS) or reads (DGELU, DGELU_BGRAD) the aux matrix */
+inline bool gcemu_lt_has_aux(const gcemu_lt_desc *d)
+{
+    return d->epilogue == CUBLASLT_EPILOGUE_GELU_AUX_BIAS || d->epilogue == CUBLASLT_EPILOGUE_DGELU ||
+           d->epilogue == CUBLASLT_EPILOGUE_DGELU_BGRAD;
+}
+
 /* op(X) dims of a layout */
 inline void gcemu_lt_opdims(const gcemu_lt_layout *l, int op, uint64_t *r, uint64_t *c)
 {
@@ -223,6 +250,10 @@ inline cublasStatus_t gcemu_lt_check(cublasLtMatmulDesc_t d, cublasLtMatrixLayou
     if (!(ab32 || ab16) || C->type != D->type || (D->type != CUDA_R_32F && !(ab16 && D->type == CUDA_R_16BF)) ||
         d->scale != CUDA_R_32F || (d->compute == CUBLAS_COMPUTE_32F_FAST_TF32 && !ab32))
         return CUBLAS_STATUS_NOT_SUPPORTED;
+    /* the bias (gradient) vector has D's type: another one only for FP8 and integer
+       kernels, which this shim has not ("cublasLtMatmul() returns INVALID_VALUE") */
+    if (d->bias_type != -1 && d->bias_type != (int32_t)D->type)
+        return CUBLAS_STATUS_INVALID_VALUE;
     if (A->batch != D->batch || B->batch != D->batch || C->batch != D->batch || D->batch < 1)
         return CUBLAS_STATUS_INVALID_VALUE;
     return CUBLAS_STATUS_SUCCESS;
@@ -243,8 +274,7 @@ inline cublasStatus_t cublasLtMatmulAlgoGetHeuristic(cublasLtHandle_t h, cublasL
      * pointer (none set: it assumes 256 bytes) and may choose a kernel that
      * needs 16 (the real library then faults on a less aligned bias; here:
      * no algorithm) */
-    bool has_bias = d->epilogue == CUBLASLT_EPILOGUE_BIAS || d->epilogue == CUBLASLT_EPILOGUE_GELU_AUX_BIAS;
-    bool has_aux = d->epilogue == CUBLASLT_EPILOGUE_GELU_AUX_BIAS || d->epilogue == CUBLASLT_EPILOGUE_DGELU;
+    bool has_bias = gcemu_lt_has_bias(d), has_aux = gcemu_lt_has_aux(d);
     if (gcemu_lt_no_algo || (has_bias && gcemu_lt_align(d->bias) < 16))
         return CUBLAS_STATUS_NOT_SUPPORTED;
     /* aux: set, 16-byte aligned, ld a multiple of 8 covering D's rows, one batch (no aux batch stride) */
@@ -321,8 +351,8 @@ inline cublasStatus_t cublasLtMatmul(cublasLtHandle_t h, cublasLtMatmulDesc_t d,
     if (wsbytes > algo->data[4] || (wsbytes && !ws))
         return CUBLAS_STATUS_INVALID_VALUE;
     /* a bias less aligned than the one the heuristic saw (a misaligned address on a GPU) */
-    bool has_bias = d->epilogue == CUBLASLT_EPILOGUE_BIAS || d->epilogue == CUBLASLT_EPILOGUE_GELU_AUX_BIAS;
-    bool has_aux = d->epilogue == CUBLASLT_EPILOGUE_GELU_AUX_BIAS || d->epilogue == CUBLASLT_EPILOGUE_DGELU;
+    bool has_bias = gcemu_lt_has_bias(d), has_aux = gcemu_lt_has_aux(d);
+    bool bgrad = d->epilogue == CUBLASLT_EPILOGUE_DGELU_BGRAD;
     if (has_bias && (!d->bias || gcemu_lt_align(d->bias) < algo->data[5]))
         return CUBLAS_STATUS_INVALID_VALUE;
     if (has_aux && (!d->aux || gcemu_lt_align(d->aux) < algo->data[6]))
@@ -354,7 +384,7 @@ inline cublasStatus_t cublasLtMatmul(cublasLtHandle_t h, cublasLtMatmulDesc_t d,
         cblas_sgemm(CblasColMajor, d->opa == CUBLAS_OP_N ? CblasNoTrans : CblasTrans,
                     d->opb == CUBLAS_OP_N ? CblasNoTrans : CblasTrans, (int)m, (int)n, (int)k, a, pa,
                     (int)A->ld, pb, (int)B->ld, b, pd, (int)D->ld);
-        if (has_bias) {   /* bias: m elements of D's type */
+        if (has_bias && !bgrad) {   /* bias: m elements of D's type */
             if (!d->bias)
                 return CUBLAS_STATUS_INVALID_VALUE;
             for (uint64_t j = 0; j < n; j++)
@@ -375,14 +405,26 @@ inline cublasStatus_t cublasLtMatmul(cublasLtHandle_t h, cublasLtMatmulDesc_t d,
                             ((float *)d->aux)[e] = x;
                         float c = 0.044715f * x * x * x;
                         x = 0.5f * x * (1.0f + tanhf(0.7978845608028654f * (x + c)));
-                    } else {
+                    } else {   /* DGELU, DGELU_BGRAD */
                         float p = bf ? __bfloat162float(((const __nv_bfloat16 *)d->aux)[e]) : ((const float *)d->aux)[e];
                         float c = 0.044715f * p * p * p, th = tanhf(0.7978845608028654f * (p + c));
                         x *= 0.5f * (1.0f + th) + p * 0.5f * (1.0f - th * th) * 0.7978845608028654f *
                                                       (1.0f + 3.0f * 0.044715f * p * p);
                     }
                 }
+        if (bgrad)   /* the bias gradient: per row i of D, the sum over its n columns, overwritten */
+            for (uint64_t i = 0; i < m; i++) {
+                float sum = 0.0f;
+                for (uint64_t j = 0; j < n; j++)
+                    sum += pd[j * D->ld + i];
+                if (D->type == CUDA_R_16BF)
+                    ((__nv_bfloat16 *)d->bias)[i] = __float2bfloat16(sum);
+                else
+                    ((float *)d->bias)[i] = sum;
+            }
     }
+    if (bgrad)
+        gcemu_lt_bgrads++;
     if (D->type == CUDA_R_16BF)   /* only the matrix elements, not the gaps between columns */
         for (int32_t bi = 0; bi < D->batch; bi++)
             for (uint64_t j = 0; j < n; j++)
