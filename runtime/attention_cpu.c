@@ -31,7 +31,6 @@
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
-#include <string.h>
 
 #include "gc_runtime_internal.h"
 
