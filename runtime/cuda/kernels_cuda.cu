@@ -1223,7 +1223,7 @@ __global__ void layernorm_bwd_dx_kernel(T *dx, const T *dout, const T *x, const 
     }
     float dn_mean = warp_sum(s1) / (float)C, dn_xhat_mean = warp_sum(s2) / (float)C;
     for (long c = (long)lane * V; c < ve; c += 32L * V) {
-        float dv[V], wv[V], xv[V], ov[V];
+        float dv[V], wv[V], xv[V], ov[V] = {0.0f};   /* ov read only when acc */
         gc_vload<V>(dv, dr + c);
         gc_vload<V>(wv, w + c);
         gc_vload<V>(xv, xr + c);
@@ -1441,7 +1441,7 @@ template <class T> __global__ void softmax_bwd_kernel(T *dx, const T *dy, const 
         s += to_f(g[c]) * to_f(p[c]);
     s = warp_sum(s);
     for (long c = (long)lane * V; c < ve; c += 32L * V) {
-        float gv[V], pv[V], ov[V];
+        float gv[V], pv[V], ov[V] = {0.0f};   /* ov read only when acc */
         gc_vload<V>(gv, g + c);   /* read both before o[c..] is written */
         gc_vload<V>(pv, p + c);
         if (acc)
@@ -1648,7 +1648,7 @@ __global__ void crossentropy_bwd_kernel(T *dlogits, const float *dloss, const T 
     const int W = VecN<T>::N;   /* 16-byte vectors over [0, ve), then one by one */
     long ve = vec_end<T>(Vp, al16(x) && al16(o));
     for (long c = (long)threadIdx.x * W; c < ve; c += (long)blockDim.x * W) {
-        float xv[W], ov[W];
+        float xv[W], ov[W] = {0.0f};   /* ov read only when acc (and GCC cannot see it) */
         gc_vload<W>(xv, x + c);
         if (acc)
             gc_vload<W>(ov, o + c);
