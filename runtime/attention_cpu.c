@@ -27,7 +27,6 @@
  * the compiler vectorizes them; the file is built with -ffp-contract=fast and
  * they are cloned for AVX-512 and AVX2.
  */
-#include <cblas.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -44,35 +43,6 @@ enum { ABR = 128, AKC = 512 };
 #ifndef ATT_CLONES
 #define ATT_CLONES
 #endif
-
-/* GC_REAL_IS_DOUBLE as in kernels_cpu.c: the gradcheck build is double */
-#define ATT_TYPE_IS_double 1
-#define ATT_TYPE_IS_float 0
-#define ATT_TYPE_IS_(t) ATT_TYPE_IS_##t
-#define ATT_TYPE_IS(t) ATT_TYPE_IS_(t)
-
-/* exp(x) for x <= 0 (or a rounding error above) in the working precision */
-static inline gc_real att_exp(gc_real x)
-{
-    if (sizeof(gc_real) == sizeof(double))
-        return (gc_real)exp((double)x);
-    return (gc_real)gcrt_expf_nonpos((float)x);
-}
-
-/* c (ldc) (+)= op(a) (lda) @ op(b) (ldb), row-major, on this thread */
-static void gemm(gc_real *c, const gc_real *a, const gc_real *b, long M, long N, long K, long lda, long ldb,
-                 long ldc, int ta, int tb, int acc)
-{
-    enum CBLAS_TRANSPOSE tra = ta ? CblasTrans : CblasNoTrans, trb = tb ? CblasTrans : CblasNoTrans;
-#if ATT_TYPE_IS(GC_REAL)
-    cblas_dgemm(CblasRowMajor, tra, trb, (int)M, (int)N, (int)K, 1.0, a, (int)lda, b, (int)ldb, acc ? 1.0 : 0.0,
-                c, (int)ldc);
-#else
-    if (!gcrt_sgemm(c, a, b, M, N, K, lda, ldb, ldc, ta, tb, acc))
-        cblas_sgemm(CblasRowMajor, tra, trb, (int)M, (int)N, (int)K, 1.0f, a, (int)lda, b, (int)ldb,
-                    acc ? 1.0f : 0.0f, c, (int)ldc);
-#endif
-}
 
 typedef struct {
     long B, NH, T, hs;
@@ -122,9 +92,9 @@ ATT_CLONES static gc_real fwd_row(gc_real *s, long valid, long nc, gc_real scale
             s[c] = 0;
         return 1;
     }
-    gc_real corr = att_exp(*m - mx), sum = 0;
+    gc_real corr = gcrt_exp_nonpos(*m - mx), sum = 0;
     for (long c = 0; c < valid; c++) {
-        gc_real e = att_exp(s[c] - mx);
+        gc_real e = gcrt_exp_nonpos(s[c] - mx);
         s[c] = e;
         sum += e;
     }
@@ -147,14 +117,14 @@ static void fwd_block(gc_real *o, gc_real *lse, const gc_real *x, const Geom *G,
         m[r] = -INFINITY, l[r] = 0;
     for (long c0 = 0; c0 < r1; c0 += AKC) {
         long nc = r1 - c0 < AKC ? r1 - c0 : AKC;
-        gemm(s, q + r0 * st, k + c0 * st, nr, nc, hs, st, st, nc, 0, 1, 0);   /* s = q k^T */
+        gcrt_gemm_one(s, q + r0 * st, k + c0 * st, nr, nc, hs, st, st, nc, 0, 1, 0);   /* s = q k^T */
         for (long r = 0; r < nr; r++) {
             gc_real corr = fwd_row(s + r * nc, valid_keys(r0 + r, c0, nc), nc, scale, &m[r], &l[r]);
             if (c0 > 0 && corr != 1)
                 for (long d = 0; d < hs; d++)
                     orow[r * ot + d] *= corr;
         }
-        gemm(orow, s, v + c0 * st, nr, hs, nc, nc, st, ot, 0, 0, c0 > 0);      /* acc (+)= p v */
+        gcrt_gemm_one(orow, s, v + c0 * st, nr, hs, nc, nc, st, ot, 0, 0, c0 > 0);      /* acc (+)= p v */
     }
     for (long r = 0; r < nr; r++) {
         gc_real inv = 1 / l[r];
@@ -186,7 +156,7 @@ void gc_attention_fwd(gc_real *y, gc_real *lse, const gc_real *x, const long *ge
 ATT_CLONES static void bwd_row(gc_real *s, gc_real *dp, long valid, long nc, gc_real scale, gc_real lse, gc_real D)
 {
     for (long c = 0; c < valid; c++) {
-        gc_real p = att_exp(s[c] * scale - lse);
+        gc_real p = gcrt_exp_nonpos(s[c] * scale - lse);
         s[c] = p;
         dp[c] = p * (dp[c] - D) * scale;
     }
@@ -217,13 +187,13 @@ static void bwd_head(gc_real *dx, const gc_real *dy, const gc_real *x, const gc_
         long nr = T - r0 < ABR ? T - r0 : ABR, r1 = r0 + nr;
         for (long c0 = 0; c0 < r1; c0 += AKC) {
             long nc = r1 - c0 < AKC ? r1 - c0 : AKC;
-            gemm(s, q + r0 * st, k + c0 * st, nr, nc, hs, st, st, nc, 0, 1, 0);       /* s = q k^T */
-            gemm(dp, dyh + r0 * ot, v + c0 * st, nr, nc, hs, ot, st, nc, 0, 1, 0);   /* dp = dy v^T */
+            gcrt_gemm_one(s, q + r0 * st, k + c0 * st, nr, nc, hs, st, st, nc, 0, 1, 0);       /* s = q k^T */
+            gcrt_gemm_one(dp, dyh + r0 * ot, v + c0 * st, nr, nc, hs, ot, st, nc, 0, 1, 0);   /* dp = dy v^T */
             for (long r = 0; r < nr; r++)
                 bwd_row(s + r * nc, dp + r * nc, valid_keys(r0 + r, c0, nc), nc, scale, l[r0 + r], D[r0 + r]);
-            gemm(dq + r0 * st, dp, k + c0 * st, nr, hs, nc, nc, st, st, 0, 0, 1);    /* dq += ds k */
-            gemm(dk + c0 * st, dp, q + r0 * st, nc, hs, nr, nc, st, st, 1, 0, 1);    /* dk += ds^T q */
-            gemm(dv + c0 * st, s, dyh + r0 * ot, nc, hs, nr, nc, ot, st, 1, 0, 1);   /* dv += p^T dy */
+            gcrt_gemm_one(dq + r0 * st, dp, k + c0 * st, nr, hs, nc, nc, st, st, 0, 0, 1);    /* dq += ds k */
+            gcrt_gemm_one(dk + c0 * st, dp, q + r0 * st, nc, hs, nr, nc, st, st, 1, 0, 1);    /* dk += ds^T q */
+            gcrt_gemm_one(dv + c0 * st, s, dyh + r0 * ot, nc, hs, nr, nc, ot, st, 1, 0, 1);   /* dv += p^T dy */
         }
     }
 }

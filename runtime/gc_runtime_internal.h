@@ -10,6 +10,7 @@
 #ifndef GC_RUNTIME_INTERNAL_H
 #define GC_RUNTIME_INTERNAL_H
 
+#include <math.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -26,6 +27,19 @@
 #if __has_feature(thread_sanitizer)
 #define GCRT_TSAN 1
 #endif
+#endif
+
+/* GC_REAL_IS_DOUBLE: 1 when the kernels are built with -DGC_REAL=double (the
+ * gradcheck build of tests/kernels; token paste on the type name, so it works
+ * in #if). */
+#define GC_TYPE_IS_double 1
+#define GC_TYPE_IS_float 0
+#define GC_TYPE_IS_(t) GC_TYPE_IS_##t
+#define GC_TYPE_IS(t) GC_TYPE_IS_(t)
+#if GC_TYPE_IS(GC_REAL)
+#define GC_REAL_IS_DOUBLE 1
+#else
+#define GC_REAL_IS_DOUBLE 0
 #endif
 
 /* ---------------------------------------------------------------- gemm_cpu.c */
@@ -76,6 +90,25 @@ static inline float gcrt_expf_nonpos(float x)
     memcpy(&e, &eb, sizeof e);
     return e;
 }
+
+/* exp of x <= 0 (or -inf) in the working precision: gcrt_expf_nonpos, or
+ * libm's exp in the double build (for the finite-difference checks). */
+static inline gc_real gcrt_exp_nonpos(gc_real x)
+{
+#if GC_REAL_IS_DOUBLE
+    return exp(x);
+#else
+    return gcrt_expf_nonpos(x);
+#endif
+}
+
+/* ---------------------------------------------------------------- kernels_cpu.c: matmul */
+/* One matmul on the calling thread: c (ldc) (+)= op(a) (lda) @ op(b) (ldb),
+ * row-major; gcrt_sgemm where it runs, else BLAS (single-threaded: the
+ * kernels split the work over OpenMP themselves). Used by kernels_cpu.c's
+ * matmuls and by attention_cpu.c's tiles. */
+void gcrt_gemm_one(gc_real *c, const gc_real *a, const gc_real *b, long M, long N, long K, long lda, long ldb,
+                   long ldc, int ta, int tb, int acc);
 
 /* ---------------------------------------------------------------- kernels_cpu.c: cross-entropy rows */
 /* (shared with classifier_cpu.c) logsumexp(x[0:n]) - x[t], in double */

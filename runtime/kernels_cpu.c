@@ -58,17 +58,6 @@
 #pragma clang diagnostic ignored "-Wpass-failed"
 #endif
 
-/* GC_REAL_IS_DOUBLE: 1 when built with -DGC_REAL=double (token paste on the
- * type name, so it works in #if). */
-#define GC_TYPE_IS_double 1
-#define GC_TYPE_IS_float 0
-#define GC_TYPE_IS_(t) GC_TYPE_IS_##t
-#define GC_TYPE_IS(t) GC_TYPE_IS_(t)
-#if GC_TYPE_IS(GC_REAL)
-#define GC_REAL_IS_DOUBLE 1
-#else
-#define GC_REAL_IS_DOUBLE 0
-#endif
 _Static_assert(sizeof(gc_real) == (GC_REAL_IS_DOUBLE ? sizeof(double) : sizeof(float)),
                "GC_REAL must be float or double");
 
@@ -86,12 +75,8 @@ _Static_assert(sizeof(gc_real) == (GC_REAL_IS_DOUBLE ? sizeof(double) : sizeof(f
 
 #if GC_REAL_IS_DOUBLE
 #define gc_sqrt sqrt
-/* exp of x <= 0 (or -inf); the double build uses libm for accuracy. */
-static inline double exp_nonpos(double x) { return exp(x); }
 #else
 #define gc_sqrt sqrtf
-/* exp of x <= 0 (-inf: 0): gc_runtime_internal.h */
-static inline float exp_nonpos(float x) { return gcrt_expf_nonpos(x); }
 #endif
 
 /* ROW_CLONES: the row loops that evaluate exp (softmax, cross-entropy) also
@@ -147,7 +132,7 @@ static inline double row_sumexp(const gc_real *x, long n, gc_real m)
     double s = 0.0;
     #pragma omp simd reduction(+ : s)
     for (long i = 0; i < n; i++)
-        s += (double)exp_nonpos(x[i] - m);
+        s += (double)gcrt_exp_nonpos(x[i] - m);
     return s;
 }
 
@@ -157,7 +142,7 @@ static inline double row_expsum(gc_real *y, const gc_real *x, long n, gc_real m)
     double s = 0.0;
     #pragma omp simd reduction(+ : s)
     for (long i = 0; i < n; i++) {
-        gc_real e = exp_nonpos(x[i] - m);
+        gc_real e = gcrt_exp_nonpos(x[i] - m);
         y[i] = e;
         s += e;
     }
@@ -166,9 +151,9 @@ static inline double row_expsum(gc_real *y, const gc_real *x, long n, gc_real m)
 
 /* ------------------------------------------------------------------ matmul */
 
-/* One BLAS call: c (ldc) (+)= op(a) (lda) @ op(b) (ldb), row-major. */
-static void gemm_one(gc_real *c, const gc_real *a, const gc_real *b, long M, long N,
-                     long K, long lda, long ldb, long ldc, int ta, int tb, int acc)
+/* gc_runtime_internal.h */
+void gcrt_gemm_one(gc_real *c, const gc_real *a, const gc_real *b, long M, long N,
+                   long K, long lda, long ldb, long ldc, int ta, int tb, int acc)
 {
     enum CBLAS_TRANSPOSE tra = ta ? CblasTrans : CblasNoTrans;
     enum CBLAS_TRANSPOSE trb = tb ? CblasTrans : CblasNoTrans;
@@ -208,9 +193,9 @@ static void gemm_split(gc_real *c, const gc_real *a, const gc_real *b, long M, l
     for (long k = 0; k < nblk; k++) {
         long lo = k * blk, n = len - lo < blk ? len - lo : blk;
         if (split_m)
-            gemm_one(c + lo * N, ta ? a + lo : a + lo * K, b, n, N, K, lda, ldb, N, ta, tb, acc);
+            gcrt_gemm_one(c + lo * N, ta ? a + lo : a + lo * K, b, n, N, K, lda, ldb, N, ta, tb, acc);
         else
-            gemm_one(c + lo, a, tb ? b + lo * K : b + lo, M, n, K, lda, ldb, N, ta, tb, acc);
+            gcrt_gemm_one(c + lo, a, tb ? b + lo * K : b + lo, M, n, K, lda, ldb, N, ta, tb, acc);
     }
 }
 
@@ -235,7 +220,7 @@ void gc_matmul(gc_real *c, const gc_real *a, const gc_real *b, long batch, long 
         long lda = ta ? M : K, ldb = tb ? K : N;
         #pragma omp parallel for schedule(static) if (work * (double)batch >= GEMM_SPLIT_MIN)
         for (long i = 0; i < batch; i++)
-            gemm_one(c + i * sc, a + i * sa, b + i * sb, M, N, K, lda, ldb, N, ta, tb, acc & 1);
+            gcrt_gemm_one(c + i * sc, a + i * sa, b + i * sb, M, N, K, lda, ldb, N, ta, tb, acc & 1);
         return;
     }
     int parts = work >= GEMM_SPLIT_MIN ? nt : 1;
@@ -715,7 +700,7 @@ static inline void ce_grad_add(gc_real *d, const gc_real *x, long lo, long hi, g
                                gc_real inv, gc_real scale)
 {
     for (long c = lo; c < hi; c++)
-        d[c] += exp_nonpos(x[c] - m) * inv * scale;
+        d[c] += gcrt_exp_nonpos(x[c] - m) * inv * scale;
 }
 
 /* One row of the cross-entropy gradient: d[0:V] (+)= scale * (softmax(x[0:V])
@@ -728,7 +713,7 @@ ROW_CLONES void gcrt_ce_row_grad(gc_real *d, const gc_real *x, long V, long Vp, 
     gc_real m = row_max(x, V);
     if (acc) {
         gc_real inv = (gc_real)(1.0 / row_sumexp(x, V, m));
-        gc_real pt = exp_nonpos(x[t] - m) * inv;
+        gc_real pt = gcrt_exp_nonpos(x[t] - m) * inv;
         ce_grad_add(d, x, 0, t, m, inv, scale);
         ce_grad_add(d, x, t + 1, V, m, inv, scale);
         d[t] += (pt - 1) * scale;
