@@ -29,6 +29,17 @@ same_losses() {
         { paste "$1" "$2"; fail "losses differ by more than $3"; }
 }
 # same N SPLIT [gcompile args]: N ranks of B = 8/N rows against one process of B = 8
+find_rank1() {  # MPIRUN_PID: sets rank1 to rank 1's pid once rank 0 printed a step (out.txt), or fails
+    rank1=
+    for i in $(seq 1 100); do
+        for p in $(pgrep -P "$1" 2>/dev/null); do
+            tr '\0' '\n' <"/proc/$p/environ" 2>/dev/null | grep -qx OMPI_COMM_WORLD_RANK=1 && rank1=$p
+        done
+        [ -n "$rank1" ] && grep -q '^step' out.txt && return
+        sleep 0.2
+    done
+    [ -n "$rank1" ] || { kill "$1"; fail "rank 1 not found"; }
+}
 same() {
     n=$1 split=$2; shift 2
     compile t_one -D B=8
@@ -174,15 +185,7 @@ death)     # a rank killed mid-run ends the job with an error naming it, never a
     compile t_dp2 --gpus 2
     $MPIRUN -np 2 ./t_dp2 --steps 1000000 >out.txt 2>err.txt &
     mp=$!
-    rank1=
-    for i in $(seq 1 100); do
-        for p in $(pgrep -P "$mp" 2>/dev/null); do
-            tr '\0' '\n' <"/proc/$p/environ" 2>/dev/null | grep -qx OMPI_COMM_WORLD_RANK=1 && rank1=$p
-        done
-        [ -n "$rank1" ] && grep -q '^step' out.txt && break
-        sleep 0.2
-    done
-    [ -n "$rank1" ] || { kill "$mp"; fail "rank 1 not found"; }
+    find_rank1 "$mp"
     kill -9 "$rank1"
     for i in $(seq 1 150); do kill -0 "$mp" 2>/dev/null || break; sleep 0.2; done
     kill -0 "$mp" 2>/dev/null && { kill -9 "$mp"; fail "the job still runs 30 s after rank 1 died (hang)"; }
@@ -263,15 +266,7 @@ stop)      # SIGTERM to one rank only: every rank stops after the same step, wit
     rm -rf ck
     $MPIRUN -np 2 ./t_z1 --steps 1000000 --ckpt-dir ck --print-every 1 >out.txt 2>err.txt &
     mp=$!
-    rank1=
-    for i in $(seq 1 100); do
-        for p in $(pgrep -P "$mp" 2>/dev/null); do
-            tr '\0' '\n' <"/proc/$p/environ" 2>/dev/null | grep -qx OMPI_COMM_WORLD_RANK=1 && rank1=$p
-        done
-        [ -n "$rank1" ] && grep -q '^step' out.txt && break
-        sleep 0.2
-    done
-    [ -n "$rank1" ] || { kill "$mp"; fail "rank 1 not found"; }
+    find_rank1 "$mp"
     kill -TERM "$rank1"
     for i in $(seq 1 150); do kill -0 "$mp" 2>/dev/null || break; sleep 0.2; done
     kill -0 "$mp" 2>/dev/null && { kill -9 "$mp"; fail "the job still runs 30 s after SIGTERM to rank 1"; }
@@ -310,15 +305,7 @@ hang)      # a rank that stops answering (SIGSTOP: alive, so mpirun sees nothing
     compile t_dp2 --gpus 2
     $MPIRUN -np 2 ./t_dp2 --steps 1000000 --comm-timeout 3 >out.txt 2>err.txt &
     mp=$!
-    rank1=
-    for i in $(seq 1 100); do
-        for p in $(pgrep -P "$mp" 2>/dev/null); do
-            tr '\0' '\n' <"/proc/$p/environ" 2>/dev/null | grep -qx OMPI_COMM_WORLD_RANK=1 && rank1=$p
-        done
-        [ -n "$rank1" ] && grep -q '^step' out.txt && break
-        sleep 0.2
-    done
-    [ -n "$rank1" ] || { kill "$mp"; fail "rank 1 not found"; }
+    find_rank1 "$mp"
     kill -STOP "$rank1"
     for i in $(seq 1 150); do kill -0 "$mp" 2>/dev/null || break; sleep 0.2; done
     if kill -0 "$mp" 2>/dev/null; then
