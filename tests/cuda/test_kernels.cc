@@ -1752,6 +1752,15 @@ static void test_attention()
             if (bf)
                 y = round_bf(y);    /* what the backward reads */
             long mmas = 0;   /* mma_syncs of the last run (emulator only) */
+            auto check_mmas = [&] {   /* the WMMA path ran tensor-core products, the others none */
+#ifdef GCEMU
+                checks++;
+                if ((mmas > 0) != wmma) {
+                    printf("FAIL %s: %ld mma_syncs, want %s\n", name, mmas, wmma ? "some" : "none");
+                    failures++;
+                }
+#endif
+            };
             (void)mmas;
             NAME("attention_fwd%s B%ld NH%ld T%ld hs%ld", tag, s.B, s.NH, s.T, s.hs);
             Vec got = run_gpu(name, [&] {
@@ -1776,13 +1785,7 @@ static void test_attention()
                 return r;
             });
             close(name, got, cat({y, lse}), bf ? BF16_TOL : 1e-5f);
-#ifdef GCEMU
-            checks++;
-            if ((mmas > 0) != wmma) {
-                printf("FAIL %s: %ld mma_syncs, want %s\n", name, mmas, wmma ? "some" : "none");
-                failures++;
-            }
-#endif
+            check_mmas();
             for (int acc = 0; acc < 2; acc++) {
                 Vec dx0 = acc ? rand_vec(nx) : nan_vec(nx);
                 if (bf && acc)
@@ -1813,13 +1816,7 @@ static void test_attention()
                     return r;
                 });
                 close(name, gotb, want, bf ? BF16_TOL : 1e-5f);
-#ifdef GCEMU
-                checks++;
-                if ((mmas > 0) != wmma) {
-                    printf("FAIL %s: %ld mma_syncs, want %s\n", name, mmas, wmma ? "some" : "none");
-                    failures++;
-                }
-#endif
+                check_mmas();
             }
         }
     gc_cuda_set_attention_wmma(1);
