@@ -93,6 +93,14 @@ _Static_assert(sizeof(gc_real) == (GC_REAL_IS_DOUBLE ? sizeof(double) : sizeof(f
 #ifndef ROW_CLONES
 #define ROW_CLONES
 #endif
+#if !defined(GCRT_TSAN) && defined(__x86_64__) && defined(__ELF__) && defined(__has_attribute)
+#if __has_attribute(target_clones)
+#define EW_CLONES __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
+#endif
+#endif
+#ifndef EW_CLONES
+#define EW_CLONES
+#endif
 
 /* Number of OpenMP threads a parallel region would get. */
 static int team_size(void) { return omp_get_max_threads(); }
@@ -299,6 +307,36 @@ static inline void gelu_both(float x, float *g, float *dg)
     *dg = 0.5f * (1.0f + th) + x * 0.5f * sech2 * GELU_K * (1.0f + 3.0f * 0.044715f * x * x);
 }
 
+/* The GELU passes after the matmuls, on elements [lo, hi). EW_CLONES: an
+ * AVX-512 and an AVX2 build picked at load time, as wide as the emitted
+ * elementwise kernels (-march=native) that the unfused program runs; the
+ * arithmetic is per element with no contraction (ISO C: -ffp-contract=off),
+ * so every clone computes the same bits. */
+static EW_CLONES void gelu_fwd_range(gc_real *restrict h, const gc_real *restrict pre, long lo, long hi)
+{
+    for (long i = lo; i < hi; i++)
+        h[i] = (gc_real)gelu_f((float)pre[i]);
+}
+
+static EW_CLONES void gelu_bwd_range(gc_real *restrict dpre, gc_real *restrict h, const gc_real *restrict pre,
+                                     long lo, long hi)
+{
+    for (long i = lo; i < hi; i++) {
+        float gv, dg;
+        gelu_both((float)pre[i], &gv, &dg);
+        h[i] = (gc_real)gv;
+        dpre[i] = (gc_real)(dg * (float)dpre[i]);
+    }
+}
+
+/* [lo, hi): this thread's contiguous share of n elements */
+static void thread_range(long n, long *lo, long *hi)
+{
+    long nt = omp_get_num_threads(), t = omp_get_thread_num(), per = (n + nt - 1) / nt;
+    *lo = t * per < n ? t * per : n;
+    *hi = *lo + per < n ? *lo + per : n;
+}
+
 /* pre = op(a) @ op(b) + bias, h = gelu(pre): gc_matmul_bias into pre, then
  * one pass writing h (the epilogue of cuBLASLt's GELU_AUX_BIAS). */
 void gc_matmul_bias_gelu(gc_real *h, gc_real *pre, const gc_real *a, const gc_real *b, const gc_real *bias,
@@ -306,9 +344,12 @@ void gc_matmul_bias_gelu(gc_real *h, gc_real *pre, const gc_real *a, const gc_re
 {
     gc_matmul_bias(pre, a, b, bias, batch, M, N, K, ta, tb, 0);
     long n = batch * M * N;
-    #pragma omp parallel for schedule(static) if (n >= PAR_MIN_WORK)
-    for (long i = 0; i < n; i++)
-        h[i] = (gc_real)gelu_f((float)pre[i]);
+    #pragma omp parallel if (n >= PAR_MIN_WORK)
+    {
+        long lo, hi;
+        thread_range(n, &lo, &hi);
+        gelu_fwd_range(h, pre, lo, hi);
+    }
 }
 
 /* dpre = gelu'(pre) * (op(a) @ op(b)): the product into dpre, then scaled in
@@ -319,12 +360,11 @@ void gc_matmul_dgelu(gc_real *dpre, gc_real *h, const gc_real *a, const gc_real 
 {
     gc_matmul(dpre, a, b, batch, M, N, K, ta, tb, 0);
     long n = batch * M * N;
-    #pragma omp parallel for schedule(static) if (n >= PAR_MIN_WORK)
-    for (long i = 0; i < n; i++) {
-        float gv, dg;
-        gelu_both((float)pre[i], &gv, &dg);
-        h[i] = (gc_real)gv;
-        dpre[i] = (gc_real)(dg * (float)dpre[i]);
+    #pragma omp parallel if (n >= PAR_MIN_WORK)
+    {
+        long lo, hi;
+        thread_range(n, &lo, &hi);
+        gelu_bwd_range(dpre, h, pre, lo, hi);
     }
 }
 
