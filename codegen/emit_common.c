@@ -15,7 +15,7 @@ void emit_tensor_ptr(FILE *f, const Graph *g, int t)
     const Tensor *x = &g->t[t];
     static const char *const ctype[] = {"float", "gc_bf16", "int32_t"};
     if (x->rank_stride)   /* this rank's shard */
-        fprintf(f, "((%s *)(ctx->region[%d] + %zu + (size_t)ctx->rank * %zu))", ctype[x->dtype], (int)x->region,
+        fprintf(f, "((%s *)(ctx->region[%d] + %zu + (size_t)ctx->dp_rank * %zu))", ctype[x->dtype], (int)x->region,
                 x->offset, x->rank_stride);
     else
         fprintf(f, "((%s *)(ctx->region[%d] + %zu))", ctype[x->dtype], (int)x->region, x->offset);
@@ -132,6 +132,34 @@ static void emit_update_tensor(FILE *f, const Graph *g, const Op *op)
     fprintf(f, "%ldL, %s},", g->t[op->in[0]].numel, op->attr[0] != 0 ? "ctx->weight_decay" : "0.0f");
 }
 
+/* tensor parallel: the update of a cut parameter (each rank its own part;
+ * the others are alike on every rank) */
+static int update_is_cut(const Graph *g, const Op *op)
+{
+    return g->tp && g->t[graph_root(g, op->in[0], NULL)].tp_ranks > 0;
+}
+
+/* an update that reads its rank's share of a reduce-scattered gradient (zero) */
+static int update_reads_share(const Graph *g, const Op *op)
+{
+    int w = g->t[op->in[1]].producer;
+    return w >= 0 && g->ops[w].kind == OP_REDUCE_SCATTER;
+}
+
+/* Tensor-parallel programs: when this rank adds the squares of an update's
+ * gradient to the global norm, so that every element counts once: a
+ * gradient that the ranks of a tp group hold alike counts on tp rank 0, one
+ * that the data-parallel groups hold alike (all-reduced) on dp rank 0. ""
+ * when always (and in other programs, whose split_step.c decides). */
+static const char *norm_condition(const Graph *g, const Op *op)
+{
+    if (!g->tp)
+        return "";
+    int cut = update_is_cut(g, op), share = !g->dp || update_reads_share(g, op);
+    return cut && share ? "" : cut ? " && ctx->dp_rank == 0" : share ? " && ctx->tp_rank == 0"
+                                                                      : " && ctx->tp_rank == 0 && ctx->dp_rank == 0";
+}
+
 void emit_kernel_call(FILE *f, const Graph *g, const Op *op)
 {
     char acc[64];
@@ -244,28 +272,29 @@ void emit_kernel_call(FILE *f, const Graph *g, const Op *op)
     case OP_ADAMW: case OP_ADAMW_BF16:   /* one tensor; emit_step_body groups them */
         fprintf(f, "{ const gc_adamw_tensor u[] = {");
         emit_update_tensor(f, g, op);
-        fprintf(f, "}; if (ctx->gnorm_sq) gc_update_sumsq(u, 1, ctx->gnorm_sq); "
-                   "gc_adamw_multi(u, 1, ctx->lr, ctx->beta1, ctx->beta2, ctx->eps, ctx->t); }\n");
+        fprintf(f, "}; if (ctx->gnorm_sq%s) gc_update_sumsq(u, 1, ctx->gnorm_sq); "
+                   "gc_adamw_multi(u, 1, ctx->lr, ctx->beta1, ctx->beta2, ctx->eps, ctx->t); }\n",
+                norm_condition(g, op));
         return;
     case OP_ALLREDUCE:
         if (op_last_micro_only(g, op))   /* the accumulated gradient: reduced once, with the last micro-batch */
             fprintf(f, "if (ctx->micro == %d) ", g->micro_batches - 1);
         call_head(f, g, "gc_allreduce", op, NULL, 0);
-        fprintf(f, ", %ldL, %d);\n", in0->numel, op->attr[1] != 0);
+        fprintf(f, ", %ldL, %d, %d);\n", in0->numel, op->attr[1] != 0, (int)op->attr[3]);
         return;
     case OP_REDUCE_SCATTER:
         if (op_last_micro_only(g, op))
             fprintf(f, "if (ctx->micro == %d) ", g->micro_batches - 1);
         call_head(f, g, "gc_reduce_scatter", op, NULL, 0);
-        fprintf(f, ", %ldL, %d);\n", out0->numel, op->attr[1] != 0);
+        fprintf(f, ", %ldL, %d, %d);\n", out0->numel, op->attr[1] != 0, (int)op->attr[3]);
         return;
     case OP_ALLGATHER:
         call_head(f, g, "gc_allgather", op, NULL, 0);
-        fprintf(f, ", %ldL);\n", g->t[op->in[1]].numel);
+        fprintf(f, ", %ldL, %d);\n", g->t[op->in[1]].numel, (int)op->attr[3]);
         return;
     case OP_GATHER:
         call_head(f, g, "gc_gather", op, NULL, 0);
-        fprintf(f, ", %ldL);\n", in0->numel);
+        fprintf(f, ", %ldL, %d);\n", in0->numel, (int)op->attr[3]);
         return;
     case OP_CLASSIFIER: {
         const Tensor *w = &g->t[op->in[1]];
@@ -459,7 +488,7 @@ static int emit_upd_grads(FILE *f, const Graph *g)
         if (op->kind != OP_ADAMW && op->kind != OP_ADAMW_BF16)
             continue;
         const Tensor *x = &g->t[op->in[1]];
-        int w = x->producer, sharded = w >= 0 && g->ops[w].kind == OP_REDUCE_SCATTER;
+        int sharded = update_reads_share(g, op) | update_is_cut(g, op) << 1;
         fprintf(f, "    {%d, %zuu, %ldL, %d}, /* %s */\n", (int)x->region, x->offset, x->numel, sharded, x->name);
         n++;
     }
@@ -505,11 +534,15 @@ void emit_program_struct(FILE *f, const Graph *g, const EmitOptions *opt)
     long off = 0, scale = g->params_sharded ? g->nranks : 1;   /* zero3: numel is one rank's */
     for (int i = 0; i < g->nparams; i++) {
         const Tensor *p = &g->t[g->params[i]];
-        long numel = p->numel * scale;
+        long numel = p->numel * (p->tp_ranks ? p->tp_ranks : scale);   /* the whole parameter's */
         fprintf(f, "    {\"%s\", %ldL, %ldL, %d, {", p->name, off, numel, p->rank);
         for (int k = 0; k < p->rank; k++)
-            fprintf(f, "%s%ldL", k ? ", " : "", p->shape[k]);
-        fprintf(f, "}, %s, %.9ef, %d},\n", init[p->init], p->init_std, p->decay);
+            fprintf(f, "%s%ldL", k ? ", " : "", p->shape[k] * (p->tp_ranks && k == p->tp_axis ? p->tp_ranks : 1));
+        fprintf(f, "}, %s, %.9ef, %d", init[p->init], p->init_std, p->decay);
+        if (g->tp)   /* this rank's part: where, and how it is cut */
+            fprintf(f, ", %zuL, %d, %ldL, %ldL", p->offset / dtype_size(p->dtype), p->tp_axis,
+                    p->tp_ranks ? p->tp_outer : 0, p->tp_inner);
+        fprintf(f, "},\n");
         off += numel;
     }
     if (!g->nparams)
@@ -563,8 +596,10 @@ void emit_program_struct(FILE *f, const Graph *g, const EmitOptions *opt)
         fprintf(f, "    .peak_flops = %.6e,\n    .peak_device = \"%s\",\n", opt->device_peak_flops, opt->device);
     if (nupd_grads)
         fprintf(f, "    .nupd_grads = %d,\n    .upd_grads = UPD_GRADS,\n", nupd_grads);
-    if (g->nranks > 1 && strcmp(g->split_name, "dp"))   /* zero1-3: each rank keeps 1/N of the moments */
+    if (g->nranks > 1 && strcmp(g->split_name, "dp"))   /* zero1-3, tp: each rank keeps its own moments */
         fprintf(f, "    .optstate_sharded = 1,\n");
+    if (g->tp)
+        fprintf(f, "    .tp = %d,\n", g->tp);
     fprintf(f, "};\n");
 }
 
@@ -639,9 +674,16 @@ static void emit_update_group(FILE *f, const Graph *g, int k, int n)
         emit_update_tensor(f, g, &g->ops[g->sched[k + i]]);
         fputc('\n', f);
     }
-    fprintf(f, "            };\n            if (ctx->gnorm_sq)\n                gc_update_sumsq(u, %d, ctx->gnorm_sq);\n"
-               "            gc_adamw_multi(u, %d, ctx->lr, ctx->beta1, ctx->beta2, ctx->eps, ctx->t);\n"
-               "        }\n", n, n);
+    fprintf(f, "            };\n");
+    if (!g->tp) {
+        fprintf(f, "            if (ctx->gnorm_sq)\n                gc_update_sumsq(u, %d, ctx->gnorm_sq);\n", n);
+    } else {   /* the global norm counts each gradient element once (norm_condition) */
+        for (int i = 0; i < n; i++)
+            fprintf(f, "            if (ctx->gnorm_sq%s)\n                gc_update_sumsq(u + %d, 1, ctx->gnorm_sq);\n",
+                    norm_condition(g, &g->ops[g->sched[k + i]]), i);
+    }
+    fprintf(f, "            gc_adamw_multi(u, %d, ctx->lr, ctx->beta1, ctx->beta2, ctx->eps, ctx->t);\n"
+               "        }\n", n);
 }
 
 void emit_step_body(FILE *f, const Graph *g, const EmitOptions *opt)

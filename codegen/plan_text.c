@@ -245,6 +245,16 @@ static void split(FILE *f, const Graph *g)
             g->nranks);
     fprintf(f, "  collectives: %d per step, %s (%.0f bytes) sent per rank per step (ring algorithms)\n", ncomm,
             human((size_t)g->comm_bytes, h, sizeof h), g->comm_bytes);
+    if (g->tp) {
+        int cut = 0;
+        for (int i = 0; i < g->nparams; i++)
+            cut += g->t[g->params[i]].tp_ranks > 0;
+        fprintf(f, "  tensor parallel: groups of %d ranks; %d of %d parameters cut (the rest whole on every rank)", g->tp,
+                cut, g->nparams);
+        if (g->dp)
+            fprintf(f, "; %s over the %d groups", g->split_name + 3, g->dp);
+        fputc('\n', f);
+    }
     if (g->split_report)
         fputs(g->split_report, f);
 }

@@ -35,6 +35,8 @@ typedef struct DriverOptions {
     const char *gpu_arch;    /* "sm_80,sm_90" */
     SplitSpec split;         /* --gpus N --split KIND (the candidate being planned, under auto) */
     int split_auto;          /* --split auto: candidates still being weighed (split_auto.c) */
+    int tp_global_rows;      /* tp under --split auto: each group of tp ranks takes tp·B rows, so the
+                                candidate trains dp's global batch (lower_front scales B) */
     const char *interconnect;   /* nvlink | pcie | ib */
     const char *mpicc;       /* C compiler of split CPU programs (default: mpicc) */
 } DriverOptions;
@@ -66,7 +68,7 @@ const char *human_bytes(char *buf, size_t n, double bytes);
  * sets o->split to the next one (returns 1: plan again), or, when all are
  * weighed, to the chosen one (1: plan it), or keeps the chosen graph, with
  * the candidates in g->split_report (0). -1 after an error (none fits). */
-int driver_split_auto(Graph *g, DriverOptions *o);
+int driver_split_auto(Graph *g, DriverOptions *o);   /* g NULL: the tp candidate cannot be cut */
 
 /* ---------------------------------------------------------------- main.c */
 /* The passes from the AST to a checked plan with the levers of o; NULL

@@ -64,12 +64,21 @@ static void usage(FILE *f)
         "                           zero2  + gradients sharded (each dies at its reduce-scatter)\n"
         "                           zero3  + parameters sharded, gathered per layer before\n"
         "                                  the forward and the backward use them\n"
+        "                           tp=K   tensor parallel in groups of K ranks (Megatron's\n"
+        "                                  form): qkv and fc cut by columns, attention\n"
+        "                                  projection and fc projection by rows, one\n"
+        "                                  all-reduce per block in the forward and one in\n"
+        "                                  the backward; a group's ranks read the same B\n"
+        "                                  rows. --gpus N > K: dp over the N/K groups\n"
+        "                                  (global batch N/K*B rows), or tp=K+zero1,\n"
+        "                                  tp=K+zero2 (optimizer state, gradients sharded\n"
+        "                                  over the groups)\n"
         "                           auto   plans each of the above, keeps those that fit\n"
         "                                  --mem, picks the least predicted step time\n"
-        "                                  (plan-text lists the candidates); with --mem\n"
-        "                                  each split gets the budget search's\n"
+        "                                  (plan-text lists the candidates); tp=N at the\n"
+        "                                  same global batch (each rank N*B rows); with\n"
+        "                                  --mem each split gets the budget search's\n"
         "                                  micro-batches and recompute\n"
-        "                           tp=K   tensor parallel: not implemented yet\n"
         "      --interconnect L   nvlink | pcie | ib: the link --split auto prices\n"
         "                         collectives with (150, 16, 25 GB/s; default nvlink)\n"
         "      --mpicc CMD        MPI wrapper compiler: builds split CPU programs and gives\n"
@@ -150,9 +159,28 @@ static int parse_split(const char *s, SplitSpec *sp)
         sp->kind = SPLIT_AUTO;
         return 0;
     }
-    if (!strncmp(s, "tp=", 3)) {
-        fprintf(stderr, "gcompile: error: --split %s: tensor parallel is not implemented yet (dp, zero1-3, auto are)\n", s);
-        return 1;
+    if (!strncmp(s, "tp=", 3)) {   /* tp=K, tp=K+dp, tp=K+zero1, tp=K+zero2 */
+        char *end;
+        long k = strtol(s + 3, &end, 10);
+        if (end == s + 3 || (*end && *end != '+') || k < 2 || k > 4096) {
+            fprintf(stderr, "gcompile: error: --split tp=K: K must be an integer >= 2, got '%s'\n", s + 3);
+            return 1;
+        }
+        sp->kind = SPLIT_TP;
+        sp->tp = (int)k;
+        sp->rest = SPLIT_DP;
+        if (*end) {
+            int found = 0;
+            for (int i = 0; i < 3; i++)
+                if (!strcmp(end + 1, names[i]))
+                    sp->rest = kinds[i], found = 1;
+            if (!found) {
+                fprintf(stderr, "gcompile: error: --split tp=%ld+%s: over the rest of the ranks tp takes dp, zero1 "
+                        "or zero2\n", k, end + 1);
+                return 1;
+            }
+        }
+        return 0;
     }
     fprintf(stderr, "gcompile: error: --split must be auto, dp, zero1, zero2, zero3 or tp=K, got '%s'\n", s);
     return 1;
@@ -413,6 +441,12 @@ static int parse_args(int argc, char **argv, DriverOptions *o)
     }
     o->emit.recompute_layers = o->rc_layers;
     o->split.ranks = o->gpus;
+    if (o->split.kind == SPLIT_TP && o->gpus % o->split.tp) {
+        fprintf(stderr, "gcompile: error: --split tp=%d needs --gpus a multiple of %d (groups of %d ranks hold "
+                "the parts of a model; dp or zero runs over the groups), got --gpus %d\n", o->split.tp,
+                o->split.tp, o->split.tp, o->gpus);
+        return 1;
+    }
     if (o->gpus == 1)
         o->split.kind = SPLIT_NONE;
     else if (o->split.kind == SPLIT_NONE)
@@ -439,16 +473,20 @@ static double now_ms(void)
             fprintf(stderr, "gcompile: %-10s %8.2f ms\n", name, now_ms() - t0_); \
     } while (0)
 
-/* --micro-batches K: the graph g was built with the batch's B rows; builds
- * it again with B/K (the micro-batch) and frees g. NULL after an error. */
+/* --micro-batches K (and tp under --split auto: N·B rows per rank): the
+ * graph g was built with the batch's B rows; builds it again with B·N/K
+ * rows per run of the step and frees g. NULL after an error. */
 static Graph *build_micro(Ast *ast, const DriverOptions *o, Graph *g)
 {
-    long B = graph_dim(g, "B"), K = o->micro_batches;
+    long B = graph_dim(g, "B"), K = o->micro_batches > 1 ? o->micro_batches : 1;
     graph_free(g);
     if (B < 0) {
-        fprintf(stderr, "gcompile: error: --micro-batches needs a dim named B (the batch's rows)\n");
+        fprintf(stderr, "gcompile: error: %s needs a dim named B (the batch's rows)\n",
+                K > 1 ? "--micro-batches" : "--split auto's tensor-parallel candidate");
         return NULL;
     }
+    if (o->tp_global_rows)   /* a group of tp ranks takes the rows of tp data ranks */
+        B *= o->split.tp;
     if (B % K) {
         fprintf(stderr, "gcompile: error: --micro-batches %ld does not divide B = %ld\n", K, B);
         return NULL;
@@ -494,10 +532,24 @@ static Graph *lower_front(Ast *ast, DriverOptions o)
     PASS(&o, "build", g = ir_build(ast, &o.build));
     if (!g)
         return NULL;
-    if (o.micro_batches > 1 && !(g = build_micro(ast, &o, g)))
+    if ((o.micro_batches > 1 || o.tp_global_rows) && !(g = build_micro(ast, &o, g)))
         return NULL;
     ir_verify(g);
     g->no_reuse = o.no_reuse;
+    if (o.split.kind == SPLIT_TP) {
+        int cut = 0;
+        PASS(&o, "split-tp", cut = pass_split_tp(g, o.split.tp));
+        if (!cut) {     /* under --split auto: a candidate that is not weighed */
+            if (!o.split_auto)
+                fprintf(stderr, "gcompile: error: --split tp=%d: no matmul pair can be cut over %d ranks (a column "
+                        "matmul x @ Wᵀ whose following ops run on 1/%d of its output until a row matmul contracts "
+                        "it; with GPT-2: the head count and 4·C must divide by %d)\n", o.split.tp, o.split.tp,
+                        o.split.tp, o.split.tp);
+            graph_free(g);
+            return NULL;
+        }
+        ir_verify(g);
+    }
     PASS(&o, "autodiff", pass_autodiff(g));
     if (diag_count()) {
         graph_free(g);
@@ -614,7 +666,7 @@ plan_again:   /* --split auto plans each candidate split, then the chosen one */
         PASS(&o, "search", g = driver_search(ast, &o));
     else
         g = lower(ast, o);
-    if (!g)
+    if (!g && !(o.split_auto && o.split.kind == SPLIT_TP))   /* a tp candidate that cannot be cut is skipped */
         goto done;
     if (o.split_auto) {
         int next = driver_split_auto(g, &o);

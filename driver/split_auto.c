@@ -1,5 +1,7 @@
 /* split_auto.c — --split auto: plan every split the compiler implements with
- * the real planner, keep those whose per-rank plan fits --mem, and choose
+ * the real planner (dp, zero1-3, tp over all ranks, and tp in groups of K
+ * with dp, zero1 or zero2 over the groups; a tp group of K ranks takes K·B
+ * rows, so every candidate trains the same global batch), keep those whose per-rank plan fits --mem, and choose
  * the least predicted step time (ties: the fewest bytes).
  *
  * With --mem (and no --recompute / --micro-batches of the user's) each
@@ -22,9 +24,26 @@
 
 #include "driver.h"
 
-/* the first is what the driver plans first (main.c sets it) */
-static const SplitKind candidates[] = {SPLIT_DP, SPLIT_ZERO1, SPLIT_ZERO2, SPLIT_ZERO3};
-enum { NCAND = sizeof candidates / sizeof candidates[0] };
+/* The candidates: dp, zero1-3, tp over all ranks, then tp in groups of each
+ * K dividing N with dp, zero1 and zero2 over the N/K groups. The first is
+ * what the driver plans first (main.c sets it). */
+typedef struct Choice { SplitKind kind; int tp; SplitKind rest; } Choice;
+enum { MAXCAND = 64 };
+static Choice candidates[MAXCAND];
+static int NCAND;
+
+static void list_candidates(int ranks)
+{
+    static const SplitKind plain[] = {SPLIT_DP, SPLIT_ZERO1, SPLIT_ZERO2, SPLIT_ZERO3};
+    static const SplitKind rest[] = {SPLIT_DP, SPLIT_ZERO1, SPLIT_ZERO2};
+    NCAND = 0;
+    for (int i = 0; i < 4; i++)
+        candidates[NCAND++] = (Choice){plain[i], 0, SPLIT_DP};
+    candidates[NCAND++] = (Choice){SPLIT_TP, ranks, SPLIT_DP};
+    for (int k = 2; k < ranks; k++)
+        for (int i = 0; i < 3 && ranks % k == 0 && NCAND < MAXCAND; i++)
+            candidates[NCAND++] = (Choice){SPLIT_TP, k, rest[i]};
+}
 
 /* Stated interconnect profiles: bytes/s one rank sends, seconds per collective. */
 static void link_profile(const char *name, double *bw, double *lat)
@@ -42,22 +61,23 @@ typedef struct Cand {
     double compute, comm;
     int ncoll, fits, K;
     char modes[160];         /* the per-layer recompute letters, "" when none was chosen */
+    int uncut;               /* tp: nothing in the graph can be cut over the ranks (not weighed) */
 } Cand;
 
-static Cand cand[NCAND];
+static Cand cand[MAXCAND];
 static int next_cand;        /* candidates planned so far */
 
 /* Seconds one rank spends sending per step, and the collectives it runs
  * (*ncoll), micro-batches counted. */
 static double comm_seconds(const Graph *g, double bw, double lat, int *ncoll)
 {
-    double n = g->nranks > 1 ? g->nranks : 1, s = 0;
+    double s = 0;
     *ncoll = 0;
     for (int k = 0; k < g->nsched; k++) {
         const Op *op = &g->ops[g->sched[k]];
         if (op->phase != PH_COMM)
             continue;
-        double bytes = 0;
+        double bytes = 0, n = op->attr[0] > 1 ? op->attr[0] : 1;   /* the ranks of its group */
         switch (op->kind) {
         case OP_ALLREDUCE: bytes = 2 * (n - 1) / n * (double)g->t[op->in[0]].bytes; break;
         case OP_REDUCE_SCATTER: bytes = (n - 1) / n * (double)g->t[op->in[0]].bytes; break;
@@ -81,6 +101,18 @@ static size_t plan_bytes(const Graph *g, const DriverOptions *o)
     return b;
 }
 
+/* "zero2", "tp=8" */
+static void cand_name(char *buf, size_t n, int i, int ranks)
+{
+    const Choice *c = &candidates[i];
+    if (c->kind != SPLIT_TP)
+        snprintf(buf, n, "%s", split_kind_name(c->kind));
+    else if (c->tp == ranks)
+        snprintf(buf, n, "tp=%d", ranks);
+    else
+        snprintf(buf, n, "tp=%d+%s", c->tp, split_kind_name(c->rest));
+}
+
 static char *report(const DriverOptions *o, int chosen, double bw, double lat)
 {
     char *s = xasprintf("  --split auto weighed (--interconnect %s: %.0f GB/s, %.0f us per collective; compute from "
@@ -88,11 +120,19 @@ static char *report(const DriverOptions *o, int chosen, double bw, double lat)
                         lat * 1e6, o->emit.device ? o->emit.device : "-",
                         o->search_layers ? "; each split with the budget search's micro-batches and recompute" : "");
     for (int i = 0; i < NCAND; i++) {
-        char h[32];
+        char h[32], name[16];
         const Cand *c = &cand[i];
-        char *line = xasprintf("%s    %-6s %12s per rank%s  step %.4f s = compute %.4f + comm %.4f (%d collectives)"
+        cand_name(name, sizeof name, i, o->gpus);
+        if (c->uncut) {
+            char *line = xasprintf("%s    %-10s not weighed: no matmul pair of the graph can be cut over %d ranks\n", s,
+                                   name, candidates[i].tp);
+            free(s);
+            s = line;
+            continue;
+        }
+        char *line = xasprintf("%s    %-10s %12s per rank%s  step %.4f s = compute %.4f + comm %.4f (%d collectives)"
                                "  K=%d recompute %s%s\n",
-                               s, split_kind_name(candidates[i]), human_bytes(h, sizeof h, (double)c->bytes),
+                               s, name, human_bytes(h, sizeof h, (double)c->bytes),
                                c->fits ? "        " : " (>mem)", c->compute + c->comm, c->compute, c->comm, c->ncoll,
                                c->K, c->modes[0] ? c->modes : "none", i == chosen ? "  <- chosen" : "");
         free(s);
@@ -103,40 +143,58 @@ static char *report(const DriverOptions *o, int chosen, double bw, double lat)
         const Cand *c = &cand[chosen];
         int faster = 0, fitless = 0;
         for (int i = 0; i < NCAND; i++)
-            if (i != chosen)
+            if (i != chosen && !cand[i].uncut)
                 cand[i].fits ? faster++ : fitless++;
         char other[96] = "";
         if (fitless)
             snprintf(other, sizeof other, "; %d do%s not fit --mem even with the search's levers", fitless,
                      fitless == 1 ? "es" : "");
+        char name[16];
+        cand_name(name, sizeof name, chosen, o->gpus);
         why = xasprintf("%s    why: %s is the least predicted step time (%.4f s) of the %d split%s that fit%s%s\n", s,
-                        split_kind_name(candidates[chosen]), c->compute + c->comm, faster + 1, faster ? "s" : "",
+                        name, c->compute + c->comm, faster + 1, faster ? "s" : "",
                         other, !o->emit.budget_bytes ? " (no --mem)" : "");
     } else {
         why = xstrdup(s);
     }
     free(s);
-    char *tail = xasprintf("%s    (not weighed: tp=K, not implemented yet)\n", why);
+    char *tail = xasprintf("%s    (tp=K: each group of K ranks takes K·B rows, so every split trains the same global "
+                           "batch of %d·B rows)\n", why, o->gpus);
     free(why);
     return tail;
+}
+
+/* o->split becomes candidate i */
+static void set_candidate(DriverOptions *o, int i)
+{
+    o->split.kind = candidates[i].kind;
+    o->split.tp = candidates[i].tp;
+    o->split.rest = candidates[i].rest;
+    o->tp_global_rows = candidates[i].kind == SPLIT_TP;
 }
 
 int driver_split_auto(Graph *g, DriverOptions *o)
 {
     double bw, lat;
     link_profile(o->interconnect, &bw, &lat);
-    if (next_cand < NCAND) {                 /* g is candidate next_cand */
+    if (next_cand == 0)
+        list_candidates(o->gpus);
+    if (next_cand < NCAND && !g) {          /* a tp candidate that cannot be cut */
+        cand[next_cand] = (Cand){.uncut = 1};
+    } else if (next_cand < NCAND) {         /* g is candidate next_cand */
         Cand *c = &cand[next_cand];
         int ncoll = 0;
         double comm = comm_seconds(g, bw, lat, &ncoll);
         driver_predict(g, o);
         *c = (Cand){plan_bytes(g, o), o->emit.predicted_s, comm, ncoll,
                     !o->emit.budget_bytes || plan_bytes(g, o) <= o->emit.budget_bytes,
-                    g->micro_batches > 1 ? g->micro_batches : 1, ""};
+                    g->micro_batches > 1 ? g->micro_batches : 1, "", 0};
         if (o->emit.recompute_layers)
             snprintf(c->modes, sizeof c->modes, "%s", o->emit.recompute_layers);
+    }
+    if (next_cand < NCAND) {
         if (++next_cand < NCAND) {
-            o->split.kind = candidates[next_cand];
+            set_candidate(o, next_cand);
             return 1;
         }
         int best = -1;
@@ -155,7 +213,7 @@ int driver_split_auto(Graph *g, DriverOptions *o)
             free(r);
             return -1;
         }
-        o->split.kind = candidates[best];
+        set_candidate(o, best);
         next_cand = NCAND + best;
         if (best == NCAND - 1) {             /* g is the chosen one already */
             g->split_report = report(o, best, bw, lat);

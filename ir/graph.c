@@ -93,6 +93,24 @@ int graph_add_tensor(Graph *g, const char *name, DType dt, int rank, const long 
     return g->nt++;
 }
 
+int graph_insert_op(Graph *g, int pos, OpKind kind, const char *name, const int *in, int nin,
+                    const int *out, int nout, Loc loc)
+{
+    if (g->nsched)
+        IR_BUG("graph_insert_op after scheduling");
+    int n = graph_add_op(g, kind, name, in, nin, out, nout, loc);
+    Op moved = g->ops[n];
+    memmove(&g->ops[pos + 1], &g->ops[pos], (size_t)(n - pos) * sizeof *g->ops);
+    g->ops[pos] = moved;
+    for (int o = pos; o <= n; o++)
+        g->ops[o].id = o;
+    for (int t = 0; t < g->nt; t++)
+        if (g->t[t].producer >= pos)
+            g->t[t].producer = g->t[t].producer == n ? pos : g->t[t].producer + 1;
+    graph_relink(g);
+    return pos;
+}
+
 static void add_consumer(Tensor *t, int op)
 {
     t->consumers = xrealloc(t->consumers, (size_t)(t->nconsumers + 1) * sizeof(int));

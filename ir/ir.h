@@ -143,6 +143,14 @@ typedef struct Tensor {
     int first, last;        /* inclusive schedule steps; -1 when unused */
     size_t offset;          /* bytes from the start of `region` */
     int inplace_of;         /* tensor id or -1 */
+    /* tensor parallel (passes/split_tp.c). A parameter root cut over tp_ranks
+       ranks (0: not cut): its axis tp_axis, of global length tp_outer·F·tp_inner,
+       has F cut into tp_ranks blocks (rank r keeps indices [r·F/K, (r+1)·F/K) of
+       F, for every outer and inner index); shape[tp_axis] is one rank's. */
+    int tp_ranks, tp_axis;
+    long tp_outer, tp_inner;
+    int tp_sum_grad;        /* a forward tensor whose gradient arrives as one partial
+                               sum per rank: autodiff all-reduces it (tp_sum_grad ranks) */
 } Tensor;
 
 typedef struct Op {
@@ -194,6 +202,8 @@ typedef struct Graph {
     double comm_bytes;          /* bytes one rank sends per step (ring algorithms) */
     int grads_persist;          /* zero1: gradients stay whole in the grads region */
     int params_sharded;         /* zero3: the params region holds this rank's 1/nranks of each update */
+    int tp;                     /* tensor parallel over this many ranks (passes/split_tp.c); 0: none */
+    int dp;                     /* with tp: the data-parallel groups over the rest (nranks / tp; 0: none) */
     char *split_report;         /* --split auto: the candidates weighed (plan-text), or NULL */
     /* fusions that fired (passes/fuse*.c, for plan-text): per kind, how many
        and the elements of tensors they took out of the plan (net) */
@@ -227,6 +237,12 @@ void graph_relink(Graph *g);
  * changing them; nothing when o is dead). On lists as graph_relink leaves
  * them, the result is what graph_relink would give. */
 void graph_unlink_op(Graph *g, int o);
+/* graph_add_op, then the new op moves to position pos of g->ops (the ops
+ * from pos on move one up: their ids, the producers and the consumer lists
+ * follow). Before scheduling only (forward passes that must keep the ops in
+ * execution order); returns pos. */
+int graph_insert_op(Graph *g, int pos, OpKind kind, const char *name, const int *in, int nin,
+                    const int *out, int nout, Loc loc);
 void graph_link_op(Graph *g, int o);
 
 /* ---------------------------------------------------------------- ops.c */

@@ -416,6 +416,46 @@ static void grad_permute(AD *ad, const Op *op, int dy)
         b->list[op->list[i]] = i;
 }
 
+/* The forward all-reduce of tensor parallel (split_tp.c; a sum, every rank
+ * ends with the same bits): every rank's partial sum has the gradient dy
+ * itself, which every rank holds whole. */
+static void grad_allreduce(AD *ad, const Op *op, int dy)
+{
+    Graph *g = ad->g;
+    if (op->attr[1] != 0 || op->attr[2] != 1)
+        IR_BUG("autodiff reached %s, a collective that is not tensor parallel's forward sum", op->name);
+    if (!NEEDS(0))
+        return;
+    const Tensor *x = &g->t[op->in[0]];
+    if (x->grad < 0 && x->view_of < 0 && x->kind != TK_PARAM && x->nconsumers == 1) {
+        char *name = xasprintf("d.%s", x->name);   /* its only reader is this op: dy's storage */
+        g->t[op->in[0]].grad = make_view(ad, dy, 0, x->rank, x->shape, name);
+        free(name);
+    } else {
+        emit1(ad, OP_COPY, &dy, 1, op->in[0], NULL, "bwd");
+    }
+}
+
+/* dy summed over ranks (tensor parallel: a tensor read by column-cut matmuls,
+ * whose gradient each rank holds a partial sum of): a new gradient tensor,
+ * which the backward of the tensor's producer reads instead of dy. */
+static int sum_over_ranks(AD *ad, int t, int dy)
+{
+    Graph *g = ad->g;
+    Tensor x = g->t[dy];
+    char *name = xasprintf("ar.%s", x.name);
+    int out = graph_add_tensor(g, name, x.dtype, x.rank, x.shape, TK_ACTGRAD, ad->loc);
+    free(name);
+    int id = new_op(ad, OP_ALLREDUCE, &dy, 1, &out, 1, "ar");
+    Op *op = &g->ops[id];
+    op->phase = PH_COMM;
+    op->attr[0] = g->t[t].tp_sum_grad;
+    op->attr[1] = 0;       /* sum */
+    op->attr[2] = 2;       /* runs with the backward (GC_PHASE_BWD) */
+    op->attr[3] = COMM_TP;
+    return out;
+}
+
 /* views: the gradient of a view is a view of its base's gradient (grad_of) */
 static void grad_view(AD *ad, const Op *op, int dy) { (void)ad; (void)op; (void)dy; }
 
@@ -451,7 +491,7 @@ static void grad_internal(AD *ad, const Op *op, int dy)
 #define RULE_FILL grad_internal
 #define RULE_ADAMW grad_internal
 #define RULE_MATMUL_BIAS grad_internal
-#define RULE_ALLREDUCE grad_internal
+#define RULE_ALLREDUCE grad_allreduce
 #define RULE_REDUCE_SCATTER grad_internal
 #define RULE_ALLGATHER grad_internal
 #define RULE_GATHER grad_internal
@@ -534,6 +574,8 @@ void pass_autodiff(Graph *g)
         ad.loc = op.loc;
         ad.layer = op.layer;
         ad.name = op.name;
+        if (g->t[op.out[0]].tp_sum_grad > 1)
+            dy = sum_over_ranks(&ad, op.out[0], dy);
         grad_rule[op.kind](&ad, &op, dy);
     }
     /* parameter gradients: bytes nothing wrote (unused rows) become zeros */

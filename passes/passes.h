@@ -162,13 +162,25 @@ typedef enum SplitKind { SPLIT_NONE, SPLIT_DP, SPLIT_ZERO1, SPLIT_ZERO2, SPLIT_Z
 typedef struct SplitSpec {
     SplitKind kind;
     int ranks;        /* processes (--gpus) */
+    int tp;           /* SPLIT_TP: ranks the tensor-parallel regions are cut over (a divisor of ranks) */
+    SplitKind rest;   /* SPLIT_TP over fewer than `ranks`: dp, zero1 or zero2 over the ranks/tp groups */
 } SplitSpec;
+/* the collectives' `group` attribute (ops.def; the runtime's GC_GROUP_*) */
+enum { COMM_ALL = 0, COMM_TP = 1, COMM_DP = 2 };
 const char *split_kind_name(SplitKind k);
 /* Splits the step over s->ranks processes (one plan per rank): inserts the
  * collectives (phase comm, outputs of kind comm in the arena) and sets
  * g->nranks, g->split_name, g->comm_bytes. Nothing for one rank. Run after
  * split_updates, before schedule. */
 void pass_split(Graph *g, const SplitSpec *s);
+/* ---------------------------------------------------------------- split_tp.c */
+/* Tensor parallel over K ranks on the forward graph: cuts the column/row
+ * matmul regions (Megatron's form), their parameters and activations to one
+ * rank's 1/K, adds the forward all-reduces and marks the tensors whose
+ * gradients autodiff must sum over ranks; sets g->tp and g->comm_bytes.
+ * Returns the regions cut (0: none, the graph unchanged). Run after
+ * ir_build, before autodiff. */
+int pass_split_tp(Graph *g, int K);
 
 /* ---------------------------------------------------------------- workspace.c */
 /* Adds the runtime scratch the target needs as a planned arena tensor named

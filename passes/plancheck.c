@@ -174,11 +174,12 @@ static int check_places(const Graph *g, const Memo *m, char *err, size_t errlen)
         if (t->view_offset > p->bytes || t->bytes > p->bytes - t->view_offset)
             return fail(err, errlen, "view %s: bytes [%zu, %zu) outside %s (%zu bytes)",
                         t->name, t->view_offset, t->view_offset + t->bytes, p->name, p->bytes);
-        /* a rank's shard: the last rank's must lie inside too */
-        double last_end = (double)t->view_offset + (double)(g->nranks - 1) * (double)t->rank_stride + (double)t->bytes;
+        /* a rank's shard: the last rank's must lie inside too (with tp: the last of a dp group) */
+        int shards = g->tp ? g->dp : g->nranks;
+        double last_end = (double)t->view_offset + (double)(shards - 1) * (double)t->rank_stride + (double)t->bytes;
         if (t->rank_stride && last_end > (double)p->bytes)
             return fail(err, errlen, "view %s: rank %d's shard ends at %.0f, outside %s (%zu bytes)", t->name,
-                        g->nranks - 1, last_end, p->name, p->bytes);
+                        shards - 1, last_end, p->name, p->bytes);
         if (live(t) && !(live(r) && r->first <= t->first && t->last <= r->last))
             return fail(err, errlen, "view %s live [%d, %d] outside root %s [%d, %d]",
                         t->name, t->first, t->last, r->name, r->first, r->last);

@@ -26,7 +26,7 @@ const char *split_kind_name(SplitKind k)
 }
 
 /* out = mean over ranks of `in`, a new comm tensor; returns the out id */
-static int add_allreduce(Graph *g, int in, int ranks, int layer)
+static int add_allreduce(Graph *g, int in, int ranks, int layer, int group)
 {
     Tensor x = g->t[in];
     char *name = xasprintf("ar.%s", x.name);
@@ -40,18 +40,19 @@ static int add_allreduce(Graph *g, int in, int ranks, int layer)
     op->attr[0] = ranks;
     op->attr[1] = 1;               /* mean */
     op->attr[2] = 2;               /* runs with the backward (GC_PHASE_BWD) */
+    op->attr[3] = group;
     g->comm_bytes += 2.0 * (ranks - 1) / ranks * (double)x.bytes;
     return out;
 }
 
-static void split_dp(Graph *g, int ranks)
+static void split_dp(Graph *g, int ranks, int group)
 {
     int nops = g->nops;
     for (int o = 0; o < nops; o++) {
         if (g->ops[o].dead || g->ops[o].kind != OP_ADAMW)
             continue;
         int grad = g->ops[o].in[1], w = g->t[grad].producer;
-        int red = add_allreduce(g, grad, ranks, w >= 0 ? g->ops[w].layer : -1);
+        int red = add_allreduce(g, grad, ranks, w >= 0 ? g->ops[w].layer : -1, group);
         g->ops[o].in[1] = red;     /* the update reads the mean gradient */
     }
 }
@@ -93,7 +94,7 @@ static void shard_moment(Graph *g, int t, int ranks, char *shrunk)
 }
 
 static void add_comm_op(Graph *g, OpKind kind, const char *name, const int *in, int nin, const int *out, int nout,
-                        int ranks, int gate, int layer)
+                        int ranks, int gate, int layer, int group)
 {
     int id = graph_add_op(g, kind, name, in, nin, out, nout, g->t[in[0]].loc);
     Op *op = &g->ops[id];
@@ -102,6 +103,7 @@ static void add_comm_op(Graph *g, OpKind kind, const char *name, const int *in, 
     op->attr[0] = ranks;
     op->attr[1] = 1;
     op->attr[2] = gate;
+    op->attr[3] = group;
 }
 
 /* zero1: a gradient root that no op names (split_updates gave each layer
@@ -142,7 +144,7 @@ static int check_divisible(Graph *g, int ranks, int stage)
     return 0;
 }
 
-static int split_zero(Graph *g, int ranks, int stage)
+static int split_zero(Graph *g, int ranks, int stage, int group)
 {
     int nops = g->nops;
     if (check_divisible(g, ranks, stage))
@@ -159,7 +161,7 @@ static int split_zero(Graph *g, int ranks, int stage)
         char *name = xasprintf("rs.%s", g->t[grad].name);
         int rs = graph_add_tensor(g, name, g->t[grad].dtype, 1, &k, TK_COMM, g->t[grad].loc);
         g->t[rs].region = RG_ARENA;
-        add_comm_op(g, OP_REDUCE_SCATTER, name, &grad, 1, &rs, 1, ranks, 2, layer);
+        add_comm_op(g, OP_REDUCE_SCATTER, name, &grad, 1, &rs, 1, ranks, 2, layer, group);
         free(name);
         int ps = shard_view(g, p, k, "shard.");
         for (int i = 2; i < 4; i++)
@@ -167,7 +169,7 @@ static int split_zero(Graph *g, int ranks, int stage)
         g->ops[o].in[0] = ps;
         g->ops[o].in[1] = rs;
         name = xasprintf("ag.%s", g->t[p].name);
-        add_comm_op(g, OP_ALLGATHER, name, (int[]){p, ps}, 2, NULL, 0, ranks, 4, layer);
+        add_comm_op(g, OP_ALLGATHER, name, (int[]){p, ps}, 2, NULL, 0, ranks, 4, layer, group);
         free(name);
         double b = (double)g->t[p].bytes * (ranks - 1) / ranks;
         g->comm_bytes += 2 * b;      /* reduce-scatter + all-gather */
@@ -200,7 +202,7 @@ static int add_gather(Graph *g, Slice *s, int ranks, int phase)
     char *name = xasprintf("%s.%s", phase ? "gb" : "gf", part->name);
     int out = graph_add_tensor(g, name, part->dtype, s->rank, s->shape, TK_COMM, part->loc);
     g->t[out].region = RG_ARENA;
-    add_comm_op(g, OP_GATHER, name, &s->part, 1, &out, 1, ranks, phase ? 2 : 1, -1);
+    add_comm_op(g, OP_GATHER, name, &s->part, 1, &out, 1, ranks, phase ? 2 : 1, -1, COMM_ALL);
     free(name);
     g->comm_bytes += (double)g->t[out].bytes * (ranks - 1) / ranks;
     return out;
@@ -327,7 +329,7 @@ static int split_zero3(Graph *g, int ranks)
         char *name = xasprintf("rs.%s", g->t[grad].name);
         int rs = graph_add_tensor(g, name, g->t[grad].dtype, 1, &n, TK_COMM, g->t[grad].loc);
         g->t[rs].region = RG_ARENA;
-        add_comm_op(g, OP_REDUCE_SCATTER, name, &grad, 1, &rs, 1, ranks, 2, w >= 0 ? g->ops[w].layer : -1);
+        add_comm_op(g, OP_REDUCE_SCATTER, name, &grad, 1, &rs, 1, ranks, 2, w >= 0 ? g->ops[w].layer : -1, COMM_ALL);
         free(name);
         g->ops[o].in[1] = rs;
         for (int i = 2; i < 4; i++)
@@ -348,18 +350,33 @@ void pass_split(Graph *g, const SplitSpec *s)
         return;
     g->nranks = s->ranks;
     g->split_name = split_kind_name(s->kind);
-    g->comm_bytes = 0;
-    switch (s->kind) {
-    case SPLIT_DP: split_dp(g, s->ranks); break;
+    SplitKind kind = s->kind;
+    int ranks = s->ranks, group = COMM_ALL;
+    if (s->kind == SPLIT_TP) {   /* cut before autodiff (split_tp.c), its comm_bytes counted there */
+        ranks = s->ranks / s->tp;
+        if (ranks <= 1)
+            return;
+        kind = s->rest;          /* over the groups of the ranks that hold the same part */
+        group = COMM_DP;
+        static const char *const names[] = {[SPLIT_DP] = "tp+dp", [SPLIT_ZERO1] = "tp+zero1", [SPLIT_ZERO2] = "tp+zero2"};
+        if (kind != SPLIT_DP && kind != SPLIT_ZERO1 && kind != SPLIT_ZERO2)
+            IR_BUG("split tp + %s: not implemented", split_kind_name(kind));
+        g->split_name = names[kind];
+        g->dp = ranks;
+    } else {
+        g->comm_bytes = 0;
+    }
+    switch (kind) {
+    case SPLIT_DP: split_dp(g, ranks, group); break;
     case SPLIT_ZERO1: case SPLIT_ZERO2:
-        if (split_zero(g, s->ranks, s->kind == SPLIT_ZERO1 ? 1 : 2))
+        if (split_zero(g, ranks, kind == SPLIT_ZERO1 ? 1 : 2, group))
             return;
         break;
     case SPLIT_ZERO3:
-        if (split_zero3(g, s->ranks))
+        if (split_zero3(g, ranks))
             return;
         break;
-    default: IR_BUG("split %s: not implemented", split_kind_name(s->kind));
+    default: IR_BUG("split %s: not implemented", split_kind_name(kind));
     }
     graph_relink(g);
 }

@@ -194,7 +194,7 @@ static int download_state(gcrt_run *st, void *optstate)
 {
     const gc_program *p = st->prog;
     size_t nos = p->region_bytes[GC_REGION_OPTSTATE];
-    if (p->nparam_elems && p->nshards) {
+    if (p->nparam_elems && (p->nshards || p->tp)) {
         if (gcrt_download_shards(st))
             return 1;
     } else if (p->nparam_elems) {
@@ -208,7 +208,7 @@ static int download_state(gcrt_run *st, void *optstate)
     }
     float *whole = optstate;
     gc_device_download(whole + (size_t)st->ctx.rank * (nos / 4), st->ctx.region[GC_REGION_OPTSTATE], nos);
-    p->comm->allgather_floats(whole, (long)(nos / 4));
+    p->comm->allgather_floats(whole, (long)(nos / 4), GC_GROUP_ALL);
     return 0;
 }
 
@@ -311,7 +311,7 @@ int gcrt_save_final(gcrt_run *st)
 {
     const gc_program *p = st->prog;
     char err[512];
-    if (p->nparam_elems && p->nshards) {       /* zero3: the shards gathered (every rank takes part) */
+    if (p->nparam_elems && (p->nshards || p->tp)) {       /* zero3: the shards gathered (every rank takes part) */
         if (gcrt_download_shards(st))
             return 1;
     } else if (p->nparam_elems) {

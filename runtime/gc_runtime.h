@@ -155,18 +155,23 @@ void gc_poison(void *p, size_t bytes);
 
 /* ---------------------------------------------------------------- mpi/comm_mpi.c / cuda/comm_nccl.cu */
 /* Collectives of programs split over ranks (gcompile --gpus N > 1); only
- * those programs link a comm file. Every rank ends with the same bits.
+ * those programs link a comm file. Every rank ends with the same bits. Each
+ * runs over a group of ranks: GC_GROUP_ALL, or with tensor parallel (tp=K)
+ * this rank's tp group (the K consecutive ranks that hold the parts of one
+ * model) or its dp group (the ranks that hold the same part, one per tp
+ * group); "rank" below is the rank's place in that group.
  * out = sum over ranks of in (n elements), divided by the rank count when
  * avg; out may equal in. */
-void gc_allreduce(float *out, const float *in, long n, int avg);
+enum { GC_GROUP_ALL = 0, GC_GROUP_TP = 1, GC_GROUP_DP = 2, GC_NGROUPS = 3 };
+void gc_allreduce(float *out, const float *in, long n, int avg, int group);
 /* out (n elements) = this rank's n elements of the sum (mean when avg) over
  * ranks of in (nranks * n elements): elements [rank*n, rank*n + n). */
-void gc_reduce_scatter(float *out, const float *in, long n, int avg);
+void gc_reduce_scatter(float *out, const float *in, long n, int avg, int group);
 /* In place: rank r's n elements, at whole + r*n on rank r (`part`), end up
  * at whole + r*n on every rank. */
-void gc_allgather(float *whole, const float *part, long n);
+void gc_allgather(float *whole, const float *part, long n, int group);
 /* out (nranks * n elements) = every rank's in (n elements) in rank order. */
-void gc_gather(float *out, const float *in, long n);
+void gc_gather(float *out, const float *in, long n, int group);
 
 /* The process group as gc_main sees it (host side). */
 typedef struct gc_comm {
@@ -177,8 +182,12 @@ typedef struct gc_comm {
     void (*sum_doubles)(double *x, int n);
     /* ends every rank of the group with this exit status */
     void (*abort)(int status);
-    /* in place on the host: rank r's n floats at whole + r*n go to every rank */
-    void (*allgather_floats)(float *whole, long n);
+    /* in place on the host: rank r's n floats at whole + r*n go to every rank
+     * of the group (GC_GROUP_*; r: the place in it) */
+    void (*allgather_floats)(float *whole, long n, int group);
+    /* tensor parallel over groups of tp consecutive ranks: makes the tp and
+     * dp groups (every rank calls it, after init); 0, or -1 with a reason */
+    int (*make_groups)(int tp, char *err, size_t errlen);
     /* a collective that has not completed after timeout_s seconds ends this
      * rank with an error naming the ranks that are gone or stopped (0: off);
      * NULL where not implemented (NCCL) */
@@ -255,6 +264,14 @@ typedef struct {
     int init;      /* GC_INIT_* */
     float std;     /* GC_INIT_NORMAL */
     int decay;     /* 1: weight decay applies */
+    /* tensor parallel (gc_program.tp > 1): where this rank's part lies in the
+     * params region (elements), and how the parameter is cut: tp_outer 0 when
+     * every rank holds it whole; else along axis tp_axis, of length
+     * tp_outer·F·tp_inner (shape[] is the whole), rank r keeps indices
+     * [r·F/tp, (r+1)·F/tp) of F for every outer and inner index */
+    long local_offset;
+    int tp_axis;
+    long tp_outer, tp_inner;
 } gc_param_info;
 
 /* What a run of the step sees. gc_main fills it; the emitted step reads it. */
@@ -268,6 +285,8 @@ typedef struct gc_ctx {
     int micro;                   /* micro-batch of this run of the step, 0-based: parameter
                                     gradients accumulate when > 0 */
     int rank, nranks;            /* this process in the group (0 of 1 when not split) */
+    int tp_rank, dp_rank;        /* its place in its tp group (0 without tp) and in its dp
+                                    group (= rank without tp): ZeRO shards, norms */
     double *gnorm_sq;            /* when set, each update adds its gradients' sum of squares here
                                     (gc_update_sumsq; the trainer's norm in fused-opt programs) */
 } gc_ctx;
@@ -284,9 +303,10 @@ void gc_prof_mark(gc_ctx *ctx, int k);
     } while (0)
 
 /* One update's gradient in a split program (gc_program.upd_grads): n floats
- * at byte `offset` of region `region`; sharded 1: this rank's 1/N of the
- * mean over ranks (reduce-scatter), 0: the whole mean, the same on every
- * rank (all-reduce). */
+ * at byte `offset` of region `region`; sharded bit 0: this rank's 1/N of the
+ * mean over its data ranks (reduce-scatter), else the whole mean, the same on
+ * all of them (all-reduce); bit 1: the gradient of this rank's part of a
+ * tensor-parallel cut, else the same in its tp group. */
 typedef struct {
     int region;
     size_t offset;
@@ -352,6 +372,9 @@ typedef struct gc_program {
     /* zero1-3: each rank's optstate region holds its own 1/N of the moments
      * (a training state holds every rank's region, in rank order) */
     int optstate_sharded;
+    /* tensor parallel over this many ranks (every rank reads the same rows;
+     * params are cut as gc_param_info says); 0 otherwise */
+    int tp;
 } gc_program;
 
 /* The emitted program's main(): parses flags (--help lists them), allocates

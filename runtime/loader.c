@@ -208,8 +208,9 @@ int gcrt_data_open(gcrt_run *st)
     gcrt_loader *L = st->loader = calloc(1, sizeof *L);
     if (!L)
         return gcrt_errorf("out of host memory");
-    long gbt = st->BT * st->ctx.nranks;   /* one global batch (split programs: of every rank) */
-    L->BT = gbt, L->rank = st->ctx.rank, L->nranks = st->ctx.nranks, L->V = p->V, L->seed = st->o.seed, L->shuffle = st->o.shuffle;
+    int dp = gcrt_data_ranks(st);         /* ranks with rows of their own (tp: one per group) */
+    long gbt = st->BT * dp;               /* one global batch (split programs: of every rank) */
+    L->BT = gbt, L->rank = gcrt_data_rank(st), L->nranks = dp, L->V = p->V, L->seed = st->o.seed, L->shuffle = st->o.shuffle;
     L->cur_idx = -1, L->order_epoch = -1;
     const char *delay = getenv("GC_DATA_TEST_DELAY_MS");
     L->test_delay_ms = delay ? strtol(delay, NULL, 10) : 0;

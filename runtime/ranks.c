@@ -6,8 +6,12 @@
  * tokens from r·B·T on. The position advances and wraps by the global batch.
  *
  * zero3 programs keep only this rank's shard of each update slice in their
- * params region; the whole parameters (llm.c's layout: init, checkpoints)
- * are cut into shards on the way in and gathered on the way out.
+ * params region, tensor-parallel ones (tp) their part of each cut parameter
+ * and the rest whole; the whole parameters (llm.c's layout: init,
+ * checkpoints) are cut on the way in and gathered on the way out. Under tp
+ * the ranks of a tp group read the same B rows; with N/tp groups (dp or
+ * zero over them) group d takes rows d·B … (d+1)·B−1 of a global batch of
+ * N/tp·B rows.
  *
  * Also the process group seen from gc_main: join, leave (a failing rank
  * ends the group), the loss averaged over ranks.
@@ -44,7 +48,7 @@ void gcrt_params_from_shards(const gc_program *p, const float *shards, float *wh
     for (int i = 0; i < p->nshards; i++) {
         long first = p->shards[i][0], k = p->shards[i][1] / nranks;
         memcpy(whole + first + (long)rank * k, shards + first / nranks, (size_t)k * sizeof *whole);
-        p->comm->allgather_floats(whole + first, k);
+        p->comm->allgather_floats(whole + first, k, GC_GROUP_ALL);
     }
 }
 
@@ -53,6 +57,7 @@ int gcrt_join_group(gcrt_run *st)
     const gc_program *p = st->prog;
     char err[512] = "";
     st->ctx.rank = 0, st->ctx.nranks = 1;
+    st->ctx.tp_rank = st->ctx.dp_rank = 0;
     if (!p->comm)
         return 0;
     if (p->comm->init(&st->ctx.rank, &st->ctx.nranks, err, sizeof err) != 0)
@@ -62,6 +67,10 @@ int gcrt_join_group(gcrt_run *st)
     if (st->ctx.nranks != p->nranks)
         return gcrt_errorf("this program was compiled for %d ranks (--gpus %d, split %s) but runs on %d: "
                            "start it with mpirun -np %d", p->nranks, p->nranks, p->split, st->ctx.nranks, p->nranks);
+    st->ctx.tp_rank = p->tp ? st->ctx.rank % p->tp : 0;
+    st->ctx.dp_rank = p->tp ? st->ctx.rank / p->tp : st->ctx.rank;
+    if (p->tp && p->comm->make_groups(p->tp, err, sizeof err) != 0)
+        return gcrt_errorf("rank %d: %s", st->ctx.rank, err);
     return 0;
 }
 
@@ -77,23 +86,100 @@ void gcrt_leave_group(gcrt_run *st, int status)
 
 float gcrt_mean_loss(gcrt_run *st, float loss)
 {
-    if (st->ctx.nranks <= 1)
+    if (st->ctx.nranks <= 1 || st->prog->tp == st->ctx.nranks)   /* tp alone: every rank computed the same loss */
         return loss;
     double sum = loss;
     st->prog->comm->sum_doubles(&sum, 1);
     return (float)(sum / st->ctx.nranks);
 }
 
+/* ---- tensor parallel: each parameter cut as its gc_param_info says ---- */
+
+/* rank's part of a cut parameter q: `count` runs of `run` elements; run i
+ * starts at element wfirst + i·wstride of the whole and i·run of the part */
+typedef struct { long count, run, wstride, wfirst; } tp_part;
+
+static tp_part tp_part_of(const gc_param_info *q, int tp, int rank)
+{
+    long before = 1, after = 1;
+    for (int k = 0; k < q->tp_axis; k++)
+        before *= q->shape[k];
+    for (int k = q->tp_axis + 1; k < q->rank; k++)
+        after *= q->shape[k];
+    long F = q->shape[q->tp_axis] / (q->tp_outer * q->tp_inner), inner = q->tp_inner * after;
+    return (tp_part){before * q->tp_outer, F / tp * inner, F * inner, (long)rank * (F / tp) * inner};
+}
+
+/* this rank's params region from the whole parameters (rank: in its tp group) */
+static void tp_cut(const gc_program *p, const float *whole, float *local, int rank)
+{
+    for (int i = 0; i < p->nparams; i++) {
+        const gc_param_info *q = &p->params[i];
+        if (!q->tp_outer) {
+            memcpy(local + q->local_offset, whole + q->offset, (size_t)q->numel * sizeof *whole);
+            continue;
+        }
+        tp_part c = tp_part_of(q, p->tp, rank);
+        for (long k = 0; k < c.count; k++)
+            memcpy(local + q->local_offset + k * c.run, whole + q->offset + c.wfirst + k * c.wstride,
+                   (size_t)c.run * sizeof *whole);
+    }
+}
+
+/* the whole parameters from the params regions of this rank's tp group
+ * (collective; rank: in the group); 0 or -1 when out of host memory */
+static int tp_gather(const gc_program *p, const float *local, float *whole, int rank)
+{
+    for (int i = 0; i < p->nparams; i++) {
+        const gc_param_info *q = &p->params[i];
+        if (!q->tp_outer) {     /* alike on every rank */
+            memcpy(whole + q->offset, local + q->local_offset, (size_t)q->numel * sizeof *whole);
+            continue;
+        }
+        long part = q->numel / p->tp;
+        float *all = malloc((size_t)q->numel * sizeof *all);
+        if (!all)
+            return -1;
+        memcpy(all + (long)rank * part, local + q->local_offset, (size_t)part * sizeof *all);
+        p->comm->allgather_floats(all, part, GC_GROUP_TP);
+        for (int r = 0; r < p->tp; r++) {
+            tp_part c = tp_part_of(q, p->tp, r);
+            for (long k = 0; k < c.count; k++)
+                memcpy(whole + q->offset + c.wfirst + k * c.wstride, all + (long)r * part + k * c.run,
+                       (size_t)c.run * sizeof *whole);
+        }
+        free(all);
+    }
+    return 0;
+}
+
+/* elements of this rank's params region (zero3: 1/N of all; tp: its parts) */
+static long local_param_elems(const gc_program *p, int nranks)
+{
+    if (!p->tp)
+        return p->nparam_elems / nranks;
+    long n = 0;
+    for (int i = 0; i < p->nparams; i++) {
+        const gc_param_info *q = &p->params[i];
+        long e = q->local_offset + (q->tp_outer ? q->numel / p->tp : q->numel);
+        n = e > n ? e : n;
+    }
+    return n;
+}
+
 void gcrt_upload_shards(gcrt_run *st)
 {
     const gc_program *p = st->prog;
-    long n = p->nparam_elems / st->ctx.nranks;
+    long n = local_param_elems(p, st->ctx.nranks);
     float *shards = malloc((size_t)(n ? n : 1) * sizeof *shards);
     if (!shards) {
         fprintf(stderr, "error: out of host memory\n");
         exit(1);
     }
-    gcrt_params_to_shards(p, st->params, shards, st->ctx.rank, st->ctx.nranks);
+    if (p->tp)
+        tp_cut(p, st->params, shards, st->ctx.tp_rank);
+    else
+        gcrt_params_to_shards(p, st->params, shards, st->ctx.rank, st->ctx.nranks);
     gc_device_upload(st->ctx.region[GC_REGION_PARAMS], shards, (size_t)n * 4);
     free(shards);
 }
@@ -101,12 +187,16 @@ void gcrt_upload_shards(gcrt_run *st)
 int gcrt_download_shards(gcrt_run *st)
 {
     const gc_program *p = st->prog;
-    long n = p->nparam_elems / st->ctx.nranks;
+    long n = local_param_elems(p, st->ctx.nranks);
     float *shards = malloc((size_t)(n ? n : 1) * sizeof *shards);
     if (!shards)
         return gcrt_errorf("out of host memory");
     gc_device_download(shards, st->ctx.region[GC_REGION_PARAMS], (size_t)n * 4);
-    gcrt_params_from_shards(p, shards, st->params, st->ctx.rank, st->ctx.nranks);
+    int bad = 0;
+    if (p->tp)
+        bad = tp_gather(p, shards, st->params, st->ctx.tp_rank);
+    else
+        gcrt_params_from_shards(p, shards, st->params, st->ctx.rank, st->ctx.nranks);
     free(shards);
-    return 0;
+    return bad ? gcrt_errorf("out of host memory") : 0;
 }

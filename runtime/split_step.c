@@ -11,7 +11,10 @@
  * The global norm counts every gradient element once: a gradient reduced by
  * an all-reduce (dp) is whole and the same on every rank, so only rank 0's
  * sum enters; one reduced by a reduce-scatter (zero1-3) is this rank's 1/N,
- * so every rank's sum enters.
+ * so every rank's sum enters. Under tensor parallel a cut parameter's
+ * gradient is the rank's own part, the others are alike in a tp group (tp
+ * rank 0's enters), and dp or zero over the groups as above (the emitted
+ * updates apply the same rule under fused-opt).
  */
 #include <math.h>
 #include <stdlib.h>
@@ -55,7 +58,7 @@ static double local_sumsq(gcrt_run *st)
     double s = 0;
     for (int i = 0; i < p->nupd_grads; i++) {
         const gc_grad_ref *g = &p->upd_grads[i];
-        if (g->sharded || st->ctx.rank == 0)
+        if ((g->sharded & 2 || st->ctx.tp_rank == 0) && (g->sharded & 1 || st->ctx.dp_rank == 0))
             s += gc_device_sumsq((const float *)(st->ctx.region[g->region] + g->offset), g->n);
     }
     return s;

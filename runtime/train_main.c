@@ -56,7 +56,7 @@ static int check_program(const gc_program *p, const gcrt_options *o)
             return gcrt_errorf("internal: parameter %s [%ld, +%ld) lies outside the %ld parameter elements",
                           q->name, q->offset, q->numel, p->nparam_elems);
     }
-    if (!in_region(0, 4.0 * (double)p->nparam_elems / (p->nshards ? p->nranks : 1), p->region_bytes[GC_REGION_PARAMS]))
+    if (!p->tp && !in_region(0, 4.0 * (double)p->nparam_elems / (p->nshards ? p->nranks : 1), p->region_bytes[GC_REGION_PARAMS]))
         return gcrt_errorf("internal: params region (%zu bytes) is smaller than %ld parameters",
                       p->region_bytes[GC_REGION_PARAMS], p->nparam_elems);
     if (!in_region(p->tokens_off, 4 * bt, arena) || !in_region(p->targets_off, 4 * bt, arena) ||
@@ -173,7 +173,7 @@ static void alloc_regions(gcrt_run *st)
     if (before > 0)     /* a device that reports free memory: planned vs measured */
         printf("device memory: planned %zu bytes, measured %zu bytes (free memory before - after allocating)\n",
                gcrt_total_region_bytes(p), before - after);
-    if (p->nparam_elems && p->nshards)         /* zero3: this rank's shards */
+    if (p->nparam_elems && (p->nshards || p->tp))         /* zero3: this rank's shards */
         gcrt_upload_shards(st);
     else if (p->nparam_elems)
         gc_device_upload(st->ctx.region[GC_REGION_PARAMS], st->params, (size_t)p->nparam_elems * 4);
@@ -249,8 +249,8 @@ float gcrt_run_step(gcrt_run *st, int phases)
  * the loss (the mean over ranks when split). */
 float gcrt_run_batch(gcrt_run *st, gcrt_shard *sh, int phases)
 {
-    if (st->ctx.nranks > 1)
-        gcrt_shard_next_rank(sh, st->inputs, st->targets, st->BT, st->ctx.rank, st->ctx.nranks);
+    if (gcrt_data_ranks(st) > 1)
+        gcrt_shard_next_rank(sh, st->inputs, st->targets, st->BT, gcrt_data_rank(st), gcrt_data_ranks(st));
     else
         gcrt_shard_next(sh, st->inputs, st->targets, st->BT);
     return gcrt_mean_loss(st, gcrt_run_step(st, phases));

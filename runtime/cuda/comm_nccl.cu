@@ -4,7 +4,9 @@
  * ranks of its node picks the device (GC_CUDA_DEVICE, read by
  * gc_device_init). The NCCL communicator is made at the first collective,
  * after gc_device_init has chosen the device: rank 0 makes the
- * ncclUniqueId, MPI broadcasts it. Only split programs link this file. */
+ * ncclUniqueId, MPI broadcasts it. Under tensor parallel each group
+ * (gc_runtime.h, GC_GROUP_*) gets its own communicator the same way, over
+ * the MPI communicator of the group. Only split programs link this file. */
 #include <mpi.h>
 #include <nccl.h>
 #include <stdio.h>
@@ -13,7 +15,9 @@
 #include "gc_cuda.h"
 
 static int g_rank, g_size = 1;
-static ncclComm_t g_nccl;
+/* per group: its MPI communicator and its NCCL one (made at its first use) */
+static MPI_Comm g_mpi[GC_NGROUPS];
+static ncclComm_t g_nccl[GC_NGROUPS];
 
 #define NCCL_CHECK(call)                                                                         \
     do {                                                                                         \
@@ -25,41 +29,64 @@ static ncclComm_t g_nccl;
         }                                                                                        \
     } while (0)
 
-static ncclComm_t comm(void)
+static ncclComm_t comm(int group)
 {
-    if (!g_nccl) {
-        ncclUniqueId id;
-        if (g_rank == 0)
-            NCCL_CHECK(ncclGetUniqueId(&id));
-        MPI_Bcast(&id, (int)sizeof id, MPI_BYTE, 0, MPI_COMM_WORLD);
-        NCCL_CHECK(ncclCommInitRank(&g_nccl, g_size, id, g_rank));
+    if (group < 0 || group >= GC_NGROUPS || g_mpi[group] == MPI_COMM_NULL) {
+        fprintf(stderr, "error: rank %d: a collective over group %d, which this program did not make\n", g_rank, group);
+        MPI_Abort(MPI_COMM_WORLD, 1);
     }
-    return g_nccl;
+    if (!g_nccl[group]) {
+        int rank, size;
+        MPI_Comm_rank(g_mpi[group], &rank);
+        MPI_Comm_size(g_mpi[group], &size);
+        ncclUniqueId id;
+        if (rank == 0)
+            NCCL_CHECK(ncclGetUniqueId(&id));
+        MPI_Bcast(&id, (int)sizeof id, MPI_BYTE, 0, g_mpi[group]);
+        NCCL_CHECK(ncclCommInitRank(&g_nccl[group], size, id, rank));
+    }
+    return g_nccl[group];
 }
 
-extern "C" void gc_allreduce(float *out, const float *in, long n, int avg)
+extern "C" void gc_allreduce(float *out, const float *in, long n, int avg, int group)
 {
-    NCCL_CHECK(ncclAllReduce(in, out, (size_t)n, ncclFloat, avg ? ncclAvg : ncclSum, comm(), gc_stream));
+    NCCL_CHECK(ncclAllReduce(in, out, (size_t)n, ncclFloat, avg ? ncclAvg : ncclSum, comm(group), gc_stream));
 }
 
-extern "C" void gc_reduce_scatter(float *out, const float *in, long n, int avg)
+extern "C" void gc_reduce_scatter(float *out, const float *in, long n, int avg, int group)
 {
-    NCCL_CHECK(ncclReduceScatter(in, out, (size_t)n, ncclFloat, avg ? ncclAvg : ncclSum, comm(), gc_stream));
+    NCCL_CHECK(ncclReduceScatter(in, out, (size_t)n, ncclFloat, avg ? ncclAvg : ncclSum, comm(group), gc_stream));
 }
 
-extern "C" void gc_allgather(float *whole, const float *part, long n)
+extern "C" void gc_allgather(float *whole, const float *part, long n, int group)
 {
-    NCCL_CHECK(ncclAllGather(part, whole, (size_t)n, ncclFloat, comm(), gc_stream));
+    NCCL_CHECK(ncclAllGather(part, whole, (size_t)n, ncclFloat, comm(group), gc_stream));
 }
 
-extern "C" void gc_gather(float *out, const float *in, long n)
+extern "C" void gc_gather(float *out, const float *in, long n, int group)
 {
-    NCCL_CHECK(ncclAllGather(in, out, (size_t)n, ncclFloat, comm(), gc_stream));
+    NCCL_CHECK(ncclAllGather(in, out, (size_t)n, ncclFloat, comm(group), gc_stream));
 }
 
-static void comm_allgather_floats(float *whole, long n)
+static void comm_allgather_floats(float *whole, long n, int group)
 {
-    MPI_Allgather(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, whole, (int)n, MPI_FLOAT, MPI_COMM_WORLD);
+    MPI_Allgather(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, whole, (int)n, MPI_FLOAT, g_mpi[group]);
+}
+
+/* tp groups: ranks [t·tp, t·tp + tp); dp groups: the ranks r with the same r mod tp */
+static int comm_make_groups(int tp, char *err, size_t errlen)
+{
+    if (tp < 1 || g_size % tp) {
+        snprintf(err, errlen, "tensor parallel over groups of %d ranks needs a multiple of %d ranks, not %d", tp, tp,
+                 g_size);
+        return -1;
+    }
+    if (MPI_Comm_split(MPI_COMM_WORLD, g_rank / tp, g_rank, &g_mpi[GC_GROUP_TP]) != MPI_SUCCESS ||
+        MPI_Comm_split(MPI_COMM_WORLD, g_rank % tp, g_rank, &g_mpi[GC_GROUP_DP]) != MPI_SUCCESS) {
+        snprintf(err, errlen, "MPI_Comm_split failed");
+        return -1;
+    }
+    return 0;
 }
 
 static int comm_init(int *rank, int *nranks, char *err, size_t errlen)
@@ -72,6 +99,8 @@ static int comm_init(int *rank, int *nranks, char *err, size_t errlen)
     }
     MPI_Comm_rank(MPI_COMM_WORLD, &g_rank);
     MPI_Comm_size(MPI_COMM_WORLD, &g_size);
+    g_mpi[GC_GROUP_ALL] = MPI_COMM_WORLD;
+    g_mpi[GC_GROUP_TP] = g_mpi[GC_GROUP_DP] = MPI_COMM_NULL;
     MPI_Comm node;   /* the ranks of this node: the local rank picks the GPU */
     int local = 0;
     MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, g_rank, MPI_INFO_NULL, &node);
@@ -87,8 +116,12 @@ static int comm_init(int *rank, int *nranks, char *err, size_t errlen)
 
 static void comm_finalize(void)
 {
-    if (g_nccl)
-        ncclCommDestroy(g_nccl);
+    for (int i = 0; i < GC_NGROUPS; i++) {
+        if (g_nccl[i])
+            ncclCommDestroy(g_nccl[i]);
+        if (i != GC_GROUP_ALL && g_mpi[i] != MPI_COMM_NULL)
+            MPI_Comm_free(&g_mpi[i]);
+    }
     MPI_Finalize();
 }
 
@@ -105,4 +138,4 @@ static void comm_abort(int status)
 }
 
 extern "C" const gc_comm gc_comm_group = {comm_init, comm_finalize, comm_sum_doubles, comm_abort,
-                                           comm_allgather_floats, NULL};   /* no watchdog yet */
+                                           comm_allgather_floats, comm_make_groups, NULL};   /* no watchdog yet */

@@ -27,8 +27,22 @@
 
 #include "gc_runtime.h"
 
-static int g_rank, g_size = 1;
+static int g_rank, g_size = 1;    /* in MPI_COMM_WORLD */
 static int *g_counts, *g_displs;   /* per rank, for the current message */
+
+/* the groups the collectives run over (gc_runtime.h, GC_GROUP_*): all ranks,
+ * and under tensor parallel the tp and dp groups (comm_make_groups) */
+typedef struct { MPI_Comm comm; int rank, size; } Group;
+static Group g_group[GC_NGROUPS];
+
+static const Group *group_of(int group)
+{
+    if (group < 0 || group >= GC_NGROUPS || !g_group[group].size) {
+        fprintf(stderr, "error: rank %d: a collective over group %d, which this program did not make\n", g_rank, group);
+        MPI_Abort(MPI_COMM_WORLD, 1);
+    }
+    return &g_group[group];
+}
 
 /* ---------------------------------------------------------------- the watchdog */
 
@@ -128,19 +142,20 @@ static void comm_watch(double timeout_s)
     }
 }
 
-/* Chunk of rank r when n elements are cut into g_size nearly equal parts. */
-static void chunks(long n)
+/* Chunk of rank r when n elements are cut into `size` nearly equal parts. */
+static void chunks(long n, int size)
 {
-    long per = (n + g_size - 1) / g_size;
-    for (int r = 0; r < g_size; r++) {
+    long per = (n + size - 1) / size;
+    for (int r = 0; r < size; r++) {
         long lo = (long)r * per < n ? (long)r * per : n, hi = lo + per < n ? lo + per : n;
         g_counts[r] = (int)(hi - lo);
         g_displs[r] = (int)lo;
     }
 }
 
-void gc_allreduce(float *out, const float *in, long n, int avg)
+void gc_allreduce(float *out, const float *in, long n, int avg, int group)
 {
+    const Group *G = group_of(group);
     if (n > 2147483647L) {
         fprintf(stderr, "error: rank %d: all-reduce of %ld elements exceeds MPI's int counts\n", g_rank, n);
         MPI_Abort(MPI_COMM_WORLD, 1);
@@ -148,65 +163,90 @@ void gc_allreduce(float *out, const float *in, long n, int avg)
     if (out != in)
         memcpy(out, in, (size_t)n * sizeof *out);
     enter(W_ALLREDUCE);
-    chunks(n);
-    float *mine = out + g_displs[g_rank];
+    chunks(n, G->size);
+    float *mine = out + g_displs[G->rank];
     /* in place: the reduced chunk of this rank lands at out[0..count) */
-    MPI_Reduce_scatter(MPI_IN_PLACE, out, g_counts, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
-    long c = g_counts[g_rank];
+    MPI_Reduce_scatter(MPI_IN_PLACE, out, g_counts, MPI_FLOAT, MPI_SUM, G->comm);
+    long c = g_counts[G->rank];
     if (mine != out)
         memmove(mine, out, (size_t)c * sizeof *out);
     if (avg)
         for (long i = 0; i < c; i++)
-            mine[i] /= (float)g_size;
-    MPI_Allgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, out, g_counts, g_displs, MPI_FLOAT, MPI_COMM_WORLD);
+            mine[i] /= (float)G->size;
+    MPI_Allgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, out, g_counts, g_displs, MPI_FLOAT, G->comm);
     leave();
 }
 
-static void check_count(const char *what, long n)
+static void check_count(const char *what, long n, const Group *G)
 {
-    if (n > 2147483647L / g_size) {
+    if (n > 2147483647L / G->size) {
         fprintf(stderr, "error: rank %d: %s of %ld elements exceeds MPI's int counts\n", g_rank, what, n);
         MPI_Abort(MPI_COMM_WORLD, 1);
     }
 }
 
-void gc_reduce_scatter(float *out, const float *in, long n, int avg)
+void gc_reduce_scatter(float *out, const float *in, long n, int avg, int group)
 {
-    check_count("reduce-scatter", n);
+    const Group *G = group_of(group);
+    check_count("reduce-scatter", n, G);
     enter(W_REDUCE_SCATTER);
-    MPI_Reduce_scatter_block(in, out, (int)n, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
+    MPI_Reduce_scatter_block(in, out, (int)n, MPI_FLOAT, MPI_SUM, G->comm);
     leave();
     if (avg)
         for (long i = 0; i < n; i++)
-            out[i] /= (float)g_size;
+            out[i] /= (float)G->size;
 }
 
-void gc_allgather(float *whole, const float *part, long n)
+void gc_allgather(float *whole, const float *part, long n, int group)
 {
-    check_count("all-gather", n);
-    if (part != whole + (long)g_rank * n) {
+    const Group *G = group_of(group);
+    check_count("all-gather", n, G);
+    if (part != whole + (long)G->rank * n) {
         fprintf(stderr, "error: rank %d: all-gather part is not this rank's place in the whole\n", g_rank);
         MPI_Abort(MPI_COMM_WORLD, 1);
     }
     enter(W_ALLGATHER);
-    MPI_Allgather(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, whole, (int)n, MPI_FLOAT, MPI_COMM_WORLD);
+    MPI_Allgather(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, whole, (int)n, MPI_FLOAT, G->comm);
     leave();
 }
 
-void gc_gather(float *out, const float *in, long n)
+void gc_gather(float *out, const float *in, long n, int group)
 {
-    check_count("gather", n);
+    const Group *G = group_of(group);
+    check_count("gather", n, G);
     enter(W_GATHER);
-    MPI_Allgather(in, (int)n, MPI_FLOAT, out, (int)n, MPI_FLOAT, MPI_COMM_WORLD);
+    MPI_Allgather(in, (int)n, MPI_FLOAT, out, (int)n, MPI_FLOAT, G->comm);
     leave();
 }
 
-static void comm_allgather_floats(float *whole, long n)
+static void comm_allgather_floats(float *whole, long n, int group)
 {
-    check_count("all-gather", n);
+    const Group *G = group_of(group);
+    check_count("all-gather", n, G);
     enter(W_ALLGATHER);
-    MPI_Allgather(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, whole, (int)n, MPI_FLOAT, MPI_COMM_WORLD);
+    MPI_Allgather(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, whole, (int)n, MPI_FLOAT, G->comm);
     leave();
+}
+
+/* tp groups: ranks [t·tp, t·tp + tp); dp groups: the ranks r with the same r mod tp */
+static int comm_make_groups(int tp, char *err, size_t errlen)
+{
+    if (tp < 1 || g_size % tp) {
+        snprintf(err, errlen, "tensor parallel over groups of %d ranks needs a multiple of %d ranks, not %d", tp, tp,
+                 g_size);
+        return -1;
+    }
+    Group *T = &g_group[GC_GROUP_TP], *D = &g_group[GC_GROUP_DP];
+    if (MPI_Comm_split(MPI_COMM_WORLD, g_rank / tp, g_rank, &T->comm) != MPI_SUCCESS ||
+        MPI_Comm_split(MPI_COMM_WORLD, g_rank % tp, g_rank, &D->comm) != MPI_SUCCESS) {
+        snprintf(err, errlen, "MPI_Comm_split failed");
+        return -1;
+    }
+    MPI_Comm_rank(T->comm, &T->rank);
+    MPI_Comm_size(T->comm, &T->size);
+    MPI_Comm_rank(D->comm, &D->rank);
+    MPI_Comm_size(D->comm, &D->size);
+    return 0;
 }
 
 static int comm_init(int *rank, int *nranks, char *err, size_t errlen)
@@ -219,6 +259,7 @@ static int comm_init(int *rank, int *nranks, char *err, size_t errlen)
     }
     MPI_Comm_rank(MPI_COMM_WORLD, &g_rank);
     MPI_Comm_size(MPI_COMM_WORLD, &g_size);
+    g_group[GC_GROUP_ALL] = (Group){MPI_COMM_WORLD, g_rank, g_size};
     g_counts = calloc((size_t)g_size, sizeof *g_counts);
     g_displs = calloc((size_t)g_size, sizeof *g_displs);
     g_pids = calloc((size_t)g_size, sizeof *g_pids);
@@ -241,6 +282,9 @@ static int comm_init(int *rank, int *nranks, char *err, size_t errlen)
 static void comm_finalize(void)
 {
     enter(W_FINALIZE);
+    for (int i = GC_GROUP_TP; i < GC_NGROUPS; i++)
+        if (g_group[i].size)
+            MPI_Comm_free(&g_group[i].comm);
     MPI_Finalize();
     leave();
     if (atomic_load(&g_watching)) {
@@ -268,4 +312,4 @@ static void comm_abort(int status)
 }
 
 const gc_comm gc_comm_group = {comm_init, comm_finalize, comm_sum_doubles, comm_abort, comm_allgather_floats,
-                               comm_watch};
+                               comm_make_groups, comm_watch};

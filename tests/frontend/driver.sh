@@ -38,7 +38,7 @@ check bad_search 1 "must be fast or exhaustive" -- "$gc" "$graph" --search slow
 check bad_micro 1 "does not divide B = 4" -- "$gc" "$graph" --micro-batches 3 --emit summary
 check budget_ok 0 "parameters: 124475904" -- "$gc" "$graph" --mem 80GB --emit summary
 check two_inputs 1 "one input file expected" -- "$gc" "$graph" "$graph"
-check gpus 1 "not implemented yet" -- "$gc" "$graph" --gpus 2 --split tp=2
+check gpus 1 "error: --split tp=2 needs --gpus a multiple of 2" -- "$gc" "$graph" --gpus 3 --split tp=2
 # --emit writes OUT atomically: the old file survives a failed compile
 echo keep >"$tmp/ir.txt"
 check emit_fail_keeps 1 "" -- "$gc" "$graph" -D C=10 --emit ir -o "$tmp/ir.txt"

@@ -3,7 +3,7 @@
 # ranks and compare with one process at the same global batch.
 # usage: split.sh GCOMPILE GRAPH WORKDIR CHECK
 #   CHECK: dp2 | dp4 | zero1 | zero2 | zero3 | formulas | auto | ckpt | plan | ranks | death | nompi | cuda
-#          | clip | resume | nonfinite | stop | autorun | hang
+#          | clip | resume | nonfinite | stop | autorun | hang | tp2 | tp4 | tpdp | tpclip | tpckpt | tpplan
 set -u
 gc=$1 graph=$2 dir=$3 check=$4
 mkdir -p "$dir"
@@ -53,7 +53,120 @@ same() {
     grep -q "^split: $split over $n ranks" split.out || fail "no split line in the header"
     [ "$(grep -c '^step ' split.out)" -eq 20 ] || fail "expected 20 progress lines from rank 0 only"
 }
+# tp_same N SPLIT [gcompile args]: tensor parallel over N ranks (SPLIT: tp=N, or tp=K+dp|zero1|zero2 with
+# N/K groups of B = 8/(N/K) rows) against one process of B = 8; per-step losses within 1e-5, the logged
+# global norms within 1e-5 relative
+tp_same() {
+    n=$1 split=$2; shift 2
+    k=${split#tp=}; k=${k%%+*}
+    compile t_one -D B=8 "$@"
+    compile t_tp$n -D B=$((8 * k / n)) --gpus "$n" --split "$split" "$@"
+    ./t_one --steps 20 --log one.jsonl >one.out || fail "one-process run"
+    $MPIRUN -np "$n" ./t_tp$n --steps 20 --log split.jsonl >split.out 2>split.err ||
+        { cat split.err; fail "mpirun -np $n $split"; }
+    log_losses one.jsonl >a.txt
+    log_losses split.jsonl >b.txt
+    same_losses a.txt b.txt 1e-5
+    norms one.jsonl >na.txt
+    norms split.jsonl >nb.txt
+    [ "$(wc -l <nb.txt)" -eq 20 ] || fail "$split: no grad_norm in the log"
+    paste na.txt nb.txt | awk '{ d = ($1 - $2) / $1; d = d < 0 ? -d : d; if (d > m) m = d }
+        END { printf "max relative norm difference: %.3g\n", m; exit !(m <= 1e-5) }' || fail "$split: global norm differs"
+    grep -q "^split: tp[+a-z0-9]* over $n ranks.*global batch 8 rows" split.out || fail "no tp split line in the header"
+    [ "$(grep -c '^step ' split.out)" -eq 20 ] || fail "expected 20 progress lines from rank 0 only"
+}
+norms() { sed -n 's/.*"grad_norm":\([^,]*\),.*/\1/p' "$1"; }
 case "$check" in
+tp2) tp_same 2 tp=2 --poison ;;   # NaN-poisoned buffers: a plan error would show
+tp4) tp_same 4 tp=4 ;;
+tpdp)      # tp=2 groups with dp, zero1, zero2 over the 2 groups (4 ranks); plain schedule: the norm of UPD_GRADS
+    tp_same 4 tp=2 --poison
+    tp_same 4 tp=2+zero1
+    tp_same 4 tp=2+zero2 --poison
+    tp_same 4 tp=2+zero1 --schedule plain
+    grep -q "^split: tp+zero1 over 4 ranks" split.out || fail "no tp+zero1 in the header"
+    # the plan: the tp all-reduces over a group of 2 (per block), the gradients' reduce-scatters over the other
+    "$gc" "$graph" --config tiny --target cpu --gpus 4 --split tp=2+zero2 --emit c >prog.c || fail "emit c"
+    grep -q 'gc_allreduce(.*, 0, 1);' prog.c || fail "no tensor-parallel all-reduce (sum, tp group)"
+    grep -q 'gc_reduce_scatter(.*, 1, 2);' prog.c || fail "no reduce-scatter over the dp group"
+    ;;
+tpclip)    # --grad-clip under tp (plain schedule: the norm before any update) counts the gradients that every
+           # rank holds alike once: the clipped run equals one process's
+    compile t_one -D B=8 --schedule plain
+    compile t_tp2 -D B=8 --gpus 2 --split tp=2 --schedule plain
+    ./t_one --steps 20 --grad-clip 0.5 --log one.jsonl >/dev/null || fail "one-process clipped run"
+    ./t_one --steps 20 --log free.jsonl >/dev/null || fail "one-process run"
+    log_losses one.jsonl >a.txt
+    log_losses free.jsonl >f.txt
+    cmp -s a.txt f.txt && fail "clipping at 0.5 changed no loss: the test would not see a wrong norm"
+    $MPIRUN -np 2 ./t_tp2 --steps 20 --grad-clip 0.5 --log tp.jsonl >tp.out 2>tp.err || { cat tp.err; fail "tp clipped run"; }
+    log_losses tp.jsonl >b.txt
+    same_losses a.txt b.txt 1e-5
+    ;;
+tpckpt)    # saved under tp, loaded into one process: the next-step loss of one process's own checkpoint; and back
+    compile t_one -D B=8
+    ./t_one --steps 5 --save one.bin >/dev/null || fail "one-process save"
+    ./t_one --steps 1 --init one.bin --log next_one.jsonl >/dev/null || fail "one-process load"
+    log_losses next_one.jsonl >a.txt
+    for n in 2 4 4z; do
+        if [ $n = 4z ]; then        # 2 groups of 2, zero2 over them
+            n=4 s=tp=2+zero2 b=4
+        else
+            s=tp=$n b=8
+        fi
+        compile t_tp$n -D B=$b --gpus $n --split $s
+        $MPIRUN -np $n ./t_tp$n --steps 5 --save tp$n.bin >tp.out 2>tp.err || { cat tp.err; fail "$s save"; }
+        [ "$(wc -c <tp$n.bin)" -eq "$(wc -c <one.bin)" ] || fail "$s: checkpoint size differs"
+        ./t_one --steps 1 --init tp$n.bin --log next_tp.jsonl >/dev/null || fail "load the $s checkpoint"
+        log_losses next_tp.jsonl >b.txt
+        paste a.txt b.txt | awk -v s=$s '{ d = $1 - $2; d = d < 0 ? -d : d;
+            printf "%s: next-step loss after load %s (one process: %s)\n", s, $2, $1; exit !(NR == 1 && d <= 1e-5) }' ||
+            fail "$s: next-step loss differs"
+        # loading cuts: the tp program started from one process's checkpoint takes the same step
+        $MPIRUN -np $n ./t_tp$n --steps 1 --init one.bin --log load.jsonl >load.out 2>&1 || { cat load.out; fail "$s load"; }
+        log_losses load.jsonl >b.txt
+        paste a.txt b.txt | awk -v s=$s '{ d = $1 - $2; d = d < 0 ? -d : d; printf "%s loading one.bin: %s (one process: %s)\n",
+            s, $2, $1; exit !(NR == 1 && d <= 1e-5) }' || fail "$s: the loaded checkpoint gives another loss"
+    done
+    ;;
+tpplan)    # one rank's plan: the cut parameters at 1/N, the rest whole; 2 all-reduces per block each way
+    for n in 2 4; do
+        "$gc" "$graph" --config gpt2_124M --target cpu --gpus $n --split tp=$n --emit plan -o p_tp$n.json ||
+            fail "emit plan tp=$n"
+    done
+    "$gc" "$graph" --config gpt2_124M --target cpu --gpus 2 --split tp=2 --emit plan-text -o p.txt || fail "plan-text"
+    grep -q '^split: tp over 2 ranks' p.txt || fail "plan-text: no tp split line"
+    python3 - <<'PY' || fail "tp plan"
+import json
+L, C, V, maxT = 12, 768, 50304, 1024
+whole = V * C + maxT * C + L * (2 * C + C + 2 * C + C) + 2 * C        # wte, wpe, ln1, attprojb, ln2, fcprojb, lnf
+cut = L * (3 * C * C + 3 * C + C * C + 4 * C * C + 4 * C + 4 * C * C)  # qkv w/b, attproj w, fc w/b, fcproj w
+assert whole + cut == 124475904
+for n in (2, 4):
+    p = json.load(open("p_tp%d.json" % n))
+    r = {x["name"]: x["bytes"] for x in p["regions"]}
+    P = 4 * (whole + cut // n)
+    assert r["params"] == P and r["optstate"] == 2 * P and r["grads"] == 0, (n, r, P)
+    s = p["split"]
+    assert s["kind"] == "tp" and s["ranks"] == n, s
+    comm = [e for e in p["schedule"] if e["phase"] == "comm"]
+    assert len(comm) == 4 * L == s["collectives_per_step"], len(comm)
+    T = {t["id"]: t for t in p["tensors"]}
+    for e in comm:   # each moves one [B, T, C] activation (or its gradient)
+        assert T[e["inputs"][0]]["bytes"] == 4 * 4 * 64 * C, e["name"]
+    print("tp=%d: params %d bytes per rank (one process %d), %d all-reduces per step" % (n, P, 4 * (whole + cut), len(comm)))
+PY
+    # errors: tp needs as many ranks; a cut that no head count allows is refused with the reason
+    "$gc" "$graph" --config tiny --target cpu --split tp=2 --emit plan 2>err.txt && fail "tp=2 without --gpus 2"
+    grep -q "error: --split tp=2 needs --gpus a multiple of 2" err.txt || { cat err.txt; fail "no --gpus message"; }
+    "$gc" "$graph" --config tiny --target cpu --gpus 4 --split tp=2+zero3 --emit plan 2>err.txt && fail "tp=2+zero3"
+    grep -q "error: --split tp=2+zero3: over the rest of the ranks tp takes dp, zero1 or zero2" err.txt ||
+        { cat err.txt; fail "no tp+zero3 message"; }
+    "$gc" "$graph" --config tiny --target cpu --gpus 2 --split tp=x --emit plan 2>err.txt && fail "tp=x"
+    grep -q "error: --split tp=K: K must be an integer" err.txt || { cat err.txt; fail "no tp=K message"; }
+    "$gc" "$graph" --config tiny --target cpu --gpus 3 --split tp=3 --emit plan 2>err.txt && fail "tp=3 on 4 heads"
+    grep -q "error: --split tp=3: no matmul pair can be cut over 3 ranks" err.txt || { cat err.txt; fail "no tp=3 message"; }
+    ;;
 dp2) same 2 dp ;;
 dp4) same 4 dp ;;
 zero1) same 2 zero1 ;;
@@ -89,12 +202,18 @@ PY
     ;;
 auto)      # --split auto: the least predicted step time among the splits whose real plan fits --mem
     a() { "$gc" "$graph" --config gpt2_124M --gpus 4 --split auto "$@" --emit plan-text; }
+    # 124M at B=4 T=64: tp=4 sends 4 x 16 rows of activations per block, dp all 475 MiB of gradients twice
     a >free.txt || fail "auto without --mem"
-    grep -q '^split: dp over 4 ranks' free.txt || { cat free.txt; fail "without --mem: expected dp"; }
-    for s in dp zero1 zero2 zero3; do grep -q "^    $s " free.txt || fail "plan-text does not list $s"; done
+    grep -q '^split: tp over 4 ranks' free.txt || { cat free.txt; fail "without --mem: expected tp=4"; }
+    for s in dp zero1 zero2 zero3 tp=4; do grep -q "^    $s " free.txt || fail "plan-text does not list $s"; done
     a --mem 2GiB --interconnect pcie >tight.txt || fail "auto with --mem 2GiB"
-    grep -q '^split: zero2 over 4 ranks' tight.txt || { cat tight.txt; fail "--mem 2GiB: expected zero2"; }
+    grep -q '^split: tp over 4 ranks' tight.txt || { cat tight.txt; fail "--mem 2GiB: expected tp=4"; }
     grep -q 'dp .*(>mem)' tight.txt || fail "dp should be marked as not fitting"
+    # at 1600MiB only zero3 fits (tp=4's 16 rows per rank do not, even in 16 micro-batches, recomputed)
+    a --mem 1600MiB --interconnect pcie >tight2.txt || fail "auto with --mem 1600MiB"
+    sed -n '/<- chosen/p; /tp=4 /p' tight2.txt
+    grep -q '^split: zero3 over 4 ranks' tight2.txt || { cat tight2.txt; fail "--mem 1600MiB: expected zero3"; }
+    grep -q 'tp=4 .*(>mem)' tight2.txt || fail "tp=4 should be marked as not fitting at 1600MiB"
     a --mem 1GiB >none.txt 2>err.txt && fail "--mem 1GiB should fit no split"
     grep -q "error: no split over 4 devices fits" err.txt || { cat err.txt; fail "no message"; }
     # the issue's benchmark: 1558M at B=8 T=1024 fp32 fits 8 devices of 16 GiB once each split carries the budget
@@ -201,7 +320,6 @@ clip)      # --grad-clip under a split: the global norm counts each element once
     log_losses one.jsonl >a.txt
     log_losses free.jsonl >f.txt
     cmp -s a.txt f.txt && fail "clipping at 0.5 changed no loss: the test would not see a wrong norm"
-    norms() { sed -n 's/.*"grad_norm":\([^,]*\),.*/\1/p' "$1"; }
     norms one.jsonl >na.txt
     for s in dp zero1 zero3; do
         compile t_$s -D B=4 --gpus 2 --split $s --schedule plain
@@ -229,7 +347,7 @@ clip)      # --grad-clip under a split: the global norm counts each element once
 resume)    # --ckpt-dir under a split: the model file is llm.c's (gathered), the state holds every rank's optimizer
            # state; resuming continues exactly as the unbroken run, and the model loads into one process
     compile t_one -D B=8
-    for s in dp zero1 zero3; do
+    for s in dp zero1 zero3 tp=2; do
         compile t_$s -D B=4 --gpus 2 --split $s
         rm -rf ck_$s
         $MPIRUN -np 2 ./t_$s --steps 8 --log whole_$s.jsonl >w.out 2>w.err || { cat w.err; fail "$s unbroken run"; }
@@ -283,21 +401,23 @@ autorun)   # under --mem each split carries the budget search's micro-batches an
     compile t_one -D B=8
     ./t_one --steps 20 --log one.jsonl >/dev/null || fail "one-process run"
     log_losses one.jsonl >a.txt
-    # auto at 1800KiB: 4 micro-batches (gradients reduced once, with the last) and a full-recompute layer;
+    # auto at 1800KiB: tp=2 (every rank the 8 rows, in 4 micro-batches; tp's tolerance, 1e-5);
+    # zero2 at 1800KiB: 4 micro-batches (gradients reduced once, with the last) and a full-recompute layer;
     # zero3 at 2300KiB: one micro-batch, layer 0 full, layer 1 selective
-    for c in "auto 1800KiB" "zero3 2300KiB"; do
+    for c in "auto 1800KiB 1e-5" "zero2 1800KiB 1e-6" "zero3 2300KiB 1e-6"; do
         set -- $c
         compile t_$1 -D B=4 --gpus 2 --split $1 --mem $2 --poison
         "$gc" "$graph" --config tiny --target cpu -D B=4 --gpus 2 --split $1 --mem $2 --emit plan-text >p_$1.txt ||
-            fail "plan-text $c"
+            fail "plan-text $1 $2"
         sed -n '/^strategy/p; /<- chosen/p' p_$1.txt
-        $MPIRUN -np 2 ./t_$1 --steps 20 --log s_$1.jsonl >s.out 2>s.err || { cat s.err; fail "$c: split run"; }
+        $MPIRUN -np 2 ./t_$1 --steps 20 --log s_$1.jsonl >s.out 2>s.err || { cat s.err; fail "$1 $2: split run"; }
         log_losses s_$1.jsonl >b.txt
-        same_losses a.txt b.txt 1e-6
+        same_losses a.txt b.txt $3
     done
-    grep -q 'K=4 recompute [ns]*f[nsf]*  <- chosen' p_auto.txt || fail "auto 1800KiB: expected K=4 with a full layer"
+    grep -q '^    tp=2 .*K=4 recompute [nsf]*  <- chosen' p_auto.txt || fail "auto 1800KiB: expected tp=2 with K=4"
+    grep -q '^strategy: .* 4 micro-batches | .* per layer [ns]*f' p_zero2.txt || fail "zero2 1800KiB: expected K=4 with a full layer"
     grep -q '^strategy: .* 1 micro-batch | .* per layer fs' p_zero3.txt || fail "zero3 2300KiB: expected fs"
-    "$gc" "$graph" --config tiny --target cpu -D B=4 --gpus 2 --split auto --mem 1800KiB --emit c | \
+    "$gc" "$graph" --config tiny --target cpu -D B=4 --gpus 2 --split zero2 --mem 1800KiB --emit c | \
         grep -q 'if (ctx->micro == 3) gc_reduce_scatter' || fail "gradients not reduced once, with the last micro-batch"
     ;;
 hang)      # a rank that stops answering (SIGSTOP: alive, so mpirun sees nothing): the others' watchdog ends
@@ -331,6 +451,9 @@ cuda)      # the split CUDA program (NCCL bootstrapped through MPI) compiles and
         fail "gcompile --target cuda --gpus 2"
     ldd t_cuda | grep -q libnccl || fail "the split CUDA program does not link NCCL"
     ldd t_cuda | grep -q libmpi || fail "the split CUDA program does not link MPI"
+    "$gc" "$graph" --config tiny --target cuda --gpu-arch sm_90 --gpus 2 --split tp=2 -o t_cuda_tp ||
+        fail "gcompile --target cuda --gpus 2 --split tp=2"
+    ldd t_cuda_tp | grep -q libnccl || fail "the tensor-parallel CUDA program does not link NCCL"
     ;;
 *) fail "unknown check $check" ;;
 esac
