@@ -44,13 +44,13 @@ echo "1558M, B=8 T=1024 fp32, --gpus 8 --mem 16GiB --split auto (plan-text, or t
 echo
 echo '```'
 "$gc" models/gpt2.graph --target cuda -D B=8 -D T=1024 --config gpt2_1558M --gpus 8 --mem 16GiB --split auto \
-    --emit plan-text 2>&1 | sed -n '/^strategy/p; /^split:/,/not weighed/p; /^  total/p; /error/,$p' || true
+    --emit plan-text 2>&1 | sed -n '/^strategy/p; /^split:/,/each group of K ranks/p; /^  total/p; /error/,$p' || true
 echo '```'
 echo
 echo "Each split is weighed with the budget search's pick for it (micro-batches, per-layer recompute),"
 echo "planned for real and checked by plan_check; activations of B=8 T=1024 dominate every split."
-echo "tp=N: each rank the same 8 rows (global batch 8, not 8N); 1558M's 25 heads divide by none of 2, 4, 8,"
-echo "so only its MLPs are cut."
+echo "tp=N: each rank the same 8 rows (global batch 8, not 8N). Where the head count does not divide by N"
+echo "(12 heads at 8, 20 at 8, 1558M's 25 at every N) only the MLPs are cut, so attention stays whole on every rank."
 echo
 echo "### CPU, 124M, global batch 4 x 64: 2 ranks x 1 thread (dp, tp=2) vs 1 rank x 2 threads"
 echo
