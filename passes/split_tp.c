@@ -77,12 +77,23 @@ static int add_param(TpRegion *r, int w, int a, int l)
 
 static void mark(TpRegion *r, int t, int a, int l) { r->axis[t] = a, r->lay[t] = l; }
 
+/* reshape op's output is cut along axis d with layout (outer, F, inner);
+ * its target shape's axis d is divided when the region is cut */
+static int reshape_cut(TpRegion *r, const Op *op, int d, long outer, long F, long inner)
+{
+    int l = new_lay(r, outer, F, inner, 1);
+    if (l < 0 || r->nrs == MAXLAY)
+        return 0;
+    r->rs_op[r->nrs] = op->id, r->rs_axis[r->nrs++] = d;
+    mark(r, op->out[0], d, l);
+    return 1;
+}
+
 /* a reshape of a region tensor: the cut axis maps into the output's axes */
 static int through_reshape(const Graph *g, Try *ty, const Op *op, int a)
 {
     TpRegion *r = ty->r;
     const Tensor *x = &g->t[op->in[0]];
-    int out = op->out[0];
     long cx[IR_MAXRANK + 1], co[IR_MAXRANK + 1];
     cx[0] = co[0] = 1;
     for (int i = 0; i < x->rank; i++)
@@ -116,38 +127,21 @@ static int through_reshape(const Graph *g, Try *ty, const Op *op, int a)
                     continue;
                 if (seen++ != want)
                     continue;
-                Lay *in = &r->lays[r->lay[op->in[0]]];
-                *in = (Lay){co[d] / co[j0], op->list[d], co[j1] / co[d + 1], 1};
-                int l = new_lay(r, 1, op->list[d], 1, 1);
-                if (l < 0 || r->nrs == MAXLAY)
-                    return 0;
-                r->rs_op[r->nrs] = op->id, r->rs_axis[r->nrs++] = d;
-                mark(r, out, d, l);
-                return 1;
+                r->lays[r->lay[op->in[0]]] = (Lay){co[d] / co[j0], op->list[d], co[j1] / co[d + 1], 1};
+                return reshape_cut(r, op, d, 1, op->list[d], 1);
             }
             return 0;
         }
         for (int d = j0; d < j1; d++)       /* a fixed layout: one output axis must be exactly its F */
-            if (co[d] / co[j0] == L.outer && op->list[d] == L.F && co[j1] / co[d + 1] == L.inner) {
-                int l = new_lay(r, 1, L.F, 1, 1);
-                if (l < 0 || r->nrs == MAXLAY)
-                    return 0;
-                r->rs_op[r->nrs] = op->id, r->rs_axis[r->nrs++] = d;
-                mark(r, out, d, l);
-                return 1;
-            }
+            if (co[d] / co[j0] == L.outer && op->list[d] == L.F && co[j1] / co[d + 1] == L.inner)
+                return reshape_cut(r, op, d, 1, L.F, 1);
         return 0;
     }
     if (j1 - j0 == 1) {                      /* merged with its neighbours into one axis */
         Lay *in = &r->lays[r->lay[op->in[0]]];
         in->fixed = 1;
         long before = cx[a] / cx[i0], after = cx[i1] / cx[a + 1];
-        int l = new_lay(r, before * in->outer, in->F, in->inner * after, 1);
-        if (l < 0 || r->nrs == MAXLAY)
-            return 0;
-        r->rs_op[r->nrs] = op->id, r->rs_axis[r->nrs++] = j0;
-        mark(r, out, j0, l);
-        return 1;
+        return reshape_cut(r, op, j0, before * in->outer, in->F, in->inner * after);
     }
     return 0;
 }
