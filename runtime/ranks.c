@@ -127,8 +127,9 @@ static void tp_cut(const gc_program *p, const float *whole, float *local, int ra
 }
 
 /* the whole parameters from the params regions of this rank's tp group
- * (collective; rank: in the group); 0 or -1 when out of host memory */
-static int tp_gather(const gc_program *p, const float *local, float *whole, int rank)
+ * (collective; rank: in the group). Out of host memory ends the group (the
+ * others would wait in the all-gather). */
+static void tp_gather(const gc_program *p, const float *local, float *whole, int rank)
 {
     for (int i = 0; i < p->nparams; i++) {
         const gc_param_info *q = &p->params[i];
@@ -138,8 +139,11 @@ static int tp_gather(const gc_program *p, const float *local, float *whole, int 
         }
         long part = q->numel / p->tp;
         float *all = malloc((size_t)q->numel * sizeof *all);
-        if (!all)
-            return -1;
+        if (!all) {
+            fprintf(stderr, "error: rank %d: out of host memory gathering %s\n", rank, q->name);
+            p->comm->abort(1);
+            return;
+        }
         memcpy(all + (long)rank * part, local + q->local_offset, (size_t)part * sizeof *all);
         p->comm->allgather_floats(all, part, GC_GROUP_TP);
         for (int r = 0; r < p->tp; r++) {
@@ -150,7 +154,6 @@ static int tp_gather(const gc_program *p, const float *local, float *whole, int 
         }
         free(all);
     }
-    return 0;
 }
 
 /* elements of this rank's params region (zero3: 1/N of all; tp: its parts) */
@@ -192,11 +195,10 @@ int gcrt_download_shards(gcrt_run *st)
     if (!shards)
         return gcrt_errorf("out of host memory");
     gc_device_download(shards, st->ctx.region[GC_REGION_PARAMS], (size_t)n * 4);
-    int bad = 0;
     if (p->tp)
-        bad = tp_gather(p, shards, st->params, st->ctx.tp_rank);
+        tp_gather(p, shards, st->params, st->ctx.tp_rank);
     else
         gcrt_params_from_shards(p, shards, st->params, st->ctx.rank, st->ctx.nranks);
     free(shards);
-    return bad ? gcrt_errorf("out of host memory") : 0;
+    return 0;
 }
