@@ -89,6 +89,9 @@ tpdp)      # tp=2 groups with dp, zero1, zero2 over the 2 groups (4 ranks); plai
     "$gc" "$graph" --config tiny --target cpu --gpus 4 --split tp=2+zero2 --emit c >prog.c || fail "emit c"
     grep -q 'gc_allreduce(.*, 0, 1);' prog.c || fail "no tensor-parallel all-reduce (sum, tp group)"
     grep -q 'gc_reduce_scatter(.*, 1, 2);' prog.c || fail "no reduce-scatter over the dp group"
+    "$gc" "$graph" --config tiny --target cpu --gpus 4 --split tp=2+zero2 --emit plan -o p.json || fail "emit plan"
+    python3 -c 'import json, sys; s = json.load(open("p.json"))["split"]; print(s)
+assert (s["kind"], s["ranks"], s["tp_group"], s["dp_groups"]) == ("tp+zero2", 4, 2, 2)' || fail "plan JSON split"
     ;;
 tpclip)    # --grad-clip under tp (plain schedule: the norm before any update) counts the gradients that every
            # rank holds alike once: the clipped run equals one process's
@@ -148,7 +151,7 @@ for n in (2, 4):
     P = 4 * (whole + cut // n)
     assert r["params"] == P and r["optstate"] == 2 * P and r["grads"] == 0, (n, r, P)
     s = p["split"]
-    assert s["kind"] == "tp" and s["ranks"] == n, s
+    assert s["kind"] == "tp" and s["ranks"] == n and s["tp_group"] == n and s["dp_groups"] == 1, s
     comm = [e for e in p["schedule"] if e["phase"] == "comm"]
     assert len(comm) == 4 * L == s["collectives_per_step"], len(comm)
     T = {t["id"]: t for t in p["tensors"]}
@@ -260,7 +263,7 @@ plan)      # the plan is one rank's: split, comm tensors in the arena, each all-
 import json, sys
 p = json.load(open(sys.argv[1])); one = json.load(open(sys.argv[2]))
 s = p["split"]
-assert s["kind"] == "dp" and s["ranks"] == 2, s
+assert s["kind"] == "dp" and s["ranks"] == 2 and s["tp_group"] == 1 and s["dp_groups"] == 2, s
 assert one["split"]["kind"] == "none" and one["split"]["ranks"] == 1
 T = {t["id"]: t for t in p["tensors"]}
 params_region = next(r["bytes"] for r in p["regions"] if r["name"] == "params")
