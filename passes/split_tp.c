@@ -63,7 +63,20 @@ static int new_lay(TpRegion *r, long outer, long F, long inner, int fixed)
     return r->nlays++;
 }
 
-static int is_param(const Graph *g, int t) { return g->t[t].kind == TK_PARAM; }
+/* a parameter root, or a layer slice of one (views made by index ops only:
+ * each drops a leading axis, so a cut of the slice's axis a is the root's
+ * axis a + the axes dropped; a slice or split of rows would not be) */
+static int is_param(const Graph *g, int t)
+{
+    if (g->t[t].kind != TK_PARAM)
+        return 0;
+    for (; g->t[t].view_of >= 0; t = g->t[t].view_of) {
+        int w = g->t[t].producer;
+        if (w < 0 || g->ops[w].kind != OP_INDEX)
+            return 0;
+    }
+    return 1;
+}
 
 /* record parameter tensor w read cut along axis a with layout l */
 static int add_param(TpRegion *r, int w, int a, int l)
@@ -244,10 +257,17 @@ static int grow_region(const Graph *g, Try *ty, int nfwd)
     return r->nm2 > 0;
 }
 
+/* x @ Wᵀ with W a parameter [N, K]; x the first output of a kernel op (not a
+ * view, a parameter or an input): autodiff sums x's gradient over the ranks
+ * where it differentiates that op (tp_sum_grad) */
 static int column_candidate(const Graph *g, const Op *op)
 {
-    return !op->dead && op->kind == OP_MATMUL && op->attr[0] == 0 && op->attr[1] == 1 &&
-           is_param(g, op->in[1]) && g->t[op->in[1]].rank == 2 && !is_param(g, op->in[0]);
+    if (op->dead || op->kind != OP_MATMUL || op->attr[0] != 0 || op->attr[1] != 1 || !is_param(g, op->in[1]) ||
+        g->t[op->in[1]].rank != 2)
+        return 0;
+    const Tensor *x = &g->t[op->in[0]];
+    return x->kind != TK_PARAM && x->view_of < 0 && x->producer >= 0 &&
+           op_info[g->ops[x->producer].kind].cls != OPC_VIEW && g->ops[x->producer].out[0] == x->id;
 }
 
 /* ---- checks across regions ------------------------------------------------------ */

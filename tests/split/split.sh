@@ -169,6 +169,19 @@ PY
     grep -q "error: --split tp=K: K must be an integer" err.txt || { cat err.txt; fail "no tp=K message"; }
     "$gc" "$graph" --config tiny --target cpu --gpus 3 --split tp=3 --emit plan 2>err.txt && fail "tp=3 on 4 heads"
     grep -q "error: --split tp=3: no matmul pair can be cut over 3 ranks" err.txt || { cat err.txt; fail "no tp=3 message"; }
+    # a block whose column matmul reads a view (here a reshape) stays whole: autodiff could not sum its
+    # input's gradient over the ranks at a view. Only the MLPs are cut, and the run still equals one process.
+    sed 's/qkv = matmul(h, qkvw\[l\], tb=1)/qkv = matmul(reshape(h, [B, T, C]), qkvw[l], tb=1)/' "$graph" >view.graph
+    grep -q 'matmul(reshape(h' view.graph || fail "sed did not change the graph"
+    "$gc" view.graph --config tiny --target cpu --gpus 2 --split tp=2 --emit plan-text >v.txt || fail "plan-text view.graph"
+    grep -q 'tensor parallel: groups of 2 ranks; 3 of 16 parameters cut' v.txt || { grep tensor v.txt; fail "expected the MLPs alone cut"; }
+    "$gc" view.graph --config tiny --target cpu -D B=8 -o t_one || fail "compile view.graph"
+    "$gc" view.graph --config tiny --target cpu -D B=8 --gpus 2 --split tp=2 -o t_view || fail "compile view.graph tp=2"
+    ./t_one --steps 20 --log one.jsonl >/dev/null || fail "one-process run"
+    $MPIRUN -np 2 ./t_view --steps 20 --log v.jsonl >v.out 2>v.err || { cat v.err; fail "tp=2 view.graph"; }
+    log_losses one.jsonl >a.txt
+    log_losses v.jsonl >b.txt
+    same_losses a.txt b.txt 1e-5
     ;;
 dp2) same 2 dp ;;
 dp4) same 4 dp ;;
