@@ -155,7 +155,7 @@ static const char *norm_condition(const Graph *g, const Op *op)
 {
     if (!g->tp)
         return "";
-    int cut = update_is_cut(g, op), share = !g->dp || update_reads_share(g, op);
+    int cut = update_is_cut(g, op), share = graph_data_ranks(g) == 1 || update_reads_share(g, op);
     return cut && share ? "" : cut ? " && ctx->dp_rank == 0" : share ? " && ctx->tp_rank == 0"
                                                                       : " && ctx->tp_rank == 0 && ctx->dp_rank == 0";
 }

@@ -67,7 +67,7 @@ static json_t *split_json(const Graph *g)
     json_object_set_new(o, "collectives_per_step", jint(ncomm));
     json_object_set_new(o, "bytes_sent_per_step", jint((long long)g->comm_bytes));
     json_object_set_new(o, "tp_group", jint(g->tp ? g->tp : 1));   /* ranks that hold the parts of one model */
-    json_object_set_new(o, "dp_groups", jint(g->tp ? (g->dp ? g->dp : 1) : g->nranks > 1 ? g->nranks : 1));
+    json_object_set_new(o, "dp_groups", jint(graph_data_ranks(g)));
     return o;
 }
 

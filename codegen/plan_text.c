@@ -251,8 +251,8 @@ static void split(FILE *f, const Graph *g)
             cut += g->t[g->params[i]].tp_ranks > 0;
         fprintf(f, "  tensor parallel: groups of %d ranks; %d of %d parameters cut (the rest whole on every rank)", g->tp,
                 cut, g->nparams);
-        if (g->dp)
-            fprintf(f, "; %s over the %d groups", g->split_name + 3, g->dp);
+        if (graph_data_ranks(g) > 1)
+            fprintf(f, "; %s over the %d groups", g->split_name + 3, graph_data_ranks(g));
         fputc('\n', f);
     }
     if (g->split_report)

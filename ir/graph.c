@@ -111,6 +111,12 @@ int graph_insert_op(Graph *g, int pos, OpKind kind, const char *name, const int 
     return pos;
 }
 
+int graph_data_ranks(const Graph *g)
+{
+    int n = g->nranks > 1 ? g->nranks : 1;
+    return g->tp ? n / g->tp : n;
+}
+
 static void add_consumer(Tensor *t, int op)
 {
     t->consumers = xrealloc(t->consumers, (size_t)(t->nconsumers + 1) * sizeof(int));

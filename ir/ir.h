@@ -203,7 +203,6 @@ typedef struct Graph {
     int grads_persist;          /* zero1: gradients stay whole in the grads region */
     int params_sharded;         /* zero3: the params region holds this rank's 1/nranks of each update */
     int tp;                     /* tensor parallel over this many ranks (passes/split_tp.c); 0: none */
-    int dp;                     /* with tp: the data-parallel groups over the rest (nranks / tp; 0: none) */
     char *split_report;         /* --split auto: the candidates weighed (plan-text), or NULL */
     /* fusions that fired (passes/fuse*.c, for plan-text): per kind, how many
        and the elements of tensors they took out of the plan (net) */
@@ -229,6 +228,9 @@ int graph_root(const Graph *g, int t, size_t *offset);
  * caller-freed, valid until a view_of changes or a view is added. */
 int *graph_roots(const Graph *g, size_t **offsets);
 long graph_dim(const Graph *g, const char *name);   /* -1 when absent */
+/* Ranks that read rows of their own: every rank, or with tensor parallel
+ * one per tp group (nranks / tp); 1 when not split. ZeRO shards over them. */
+int graph_data_ranks(const Graph *g);
 /* Rebuilds every tensor's consumer list from the ops. */
 void graph_relink(Graph *g);
 /* Incremental relinking of one op o, for a pass that rewrites a few ops

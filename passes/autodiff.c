@@ -447,12 +447,7 @@ static int sum_over_ranks(AD *ad, int t, int dy)
     int out = graph_add_tensor(g, name, x.dtype, x.rank, x.shape, TK_ACTGRAD, ad->loc);
     free(name);
     int id = new_op(ad, OP_ALLREDUCE, &dy, 1, &out, 1, "ar");
-    Op *op = &g->ops[id];
-    op->phase = PH_COMM;
-    op->attr[0] = g->t[t].tp_sum_grad;
-    op->attr[1] = 0;       /* sum */
-    op->attr[2] = 2;       /* runs with the backward (GC_PHASE_BWD) */
-    op->attr[3] = COMM_TP;
+    comm_op_attrs(&g->ops[id], g->t[t].tp_sum_grad, 0, 2, COMM_TP);   /* a sum, with the backward */
     return out;
 }
 

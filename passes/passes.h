@@ -167,6 +167,10 @@ typedef struct SplitSpec {
 } SplitSpec;
 /* the collectives' `group` attribute (ops.def; the runtime's GC_GROUP_*) */
 enum { COMM_ALL = 0, COMM_TP = 1, COMM_DP = 2 };
+/* Makes op a collective of phase comm: its attributes in ops.def order
+ * (ranks; avg: mean, else sum; gate: the GC_PHASE_* bit that runs it;
+ * group: COMM_*). split.c, split_tp.c and autodiff's tp sums use it. */
+void comm_op_attrs(Op *op, int ranks, int avg, int gate, int group);
 const char *split_kind_name(SplitKind k);
 /* Splits the step over s->ranks processes (one plan per rank): inserts the
  * collectives (phase comm, outputs of kind comm in the arena) and sets

@@ -175,7 +175,7 @@ static int check_places(const Graph *g, const Memo *m, char *err, size_t errlen)
             return fail(err, errlen, "view %s: bytes [%zu, %zu) outside %s (%zu bytes)",
                         t->name, t->view_offset, t->view_offset + t->bytes, p->name, p->bytes);
         /* a rank's shard: the last rank's must lie inside too (with tp: the last of a dp group) */
-        int shards = g->tp ? g->dp : g->nranks;
+        int shards = graph_data_ranks(g);
         double last_end = (double)t->view_offset + (double)(shards - 1) * (double)t->rank_stride + (double)t->bytes;
         if (t->rank_stride && last_end > (double)p->bytes)
             return fail(err, errlen, "view %s: rank %d's shard ends at %.0f, outside %s (%zu bytes)", t->name,

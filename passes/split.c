@@ -25,6 +25,24 @@ const char *split_kind_name(SplitKind k)
     return names[k];
 }
 
+void comm_op_attrs(Op *op, int ranks, int avg, int gate, int group)
+{
+    op->phase = PH_COMM;
+    op->attr[0] = ranks;
+    op->attr[1] = avg;
+    op->attr[2] = gate;
+    op->attr[3] = group;
+}
+
+/* a collective (mean where it reduces) of layer `layer` */
+static void add_comm_op(Graph *g, OpKind kind, const char *name, const int *in, int nin, const int *out, int nout,
+                        int ranks, int gate, int layer, int group)
+{
+    int id = graph_add_op(g, kind, name, in, nin, out, nout, g->t[in[0]].loc);
+    g->ops[id].layer = layer;
+    comm_op_attrs(&g->ops[id], ranks, 1, gate, group);
+}
+
 /* out = mean over ranks of `in`, a new comm tensor; returns the out id */
 static int add_allreduce(Graph *g, int in, int ranks, int layer, int group)
 {
@@ -32,15 +50,8 @@ static int add_allreduce(Graph *g, int in, int ranks, int layer, int group)
     char *name = xasprintf("ar.%s", x.name);
     int out = graph_add_tensor(g, name, x.dtype, x.rank, x.shape, TK_COMM, x.loc);
     g->t[out].region = RG_ARENA;
-    int id = graph_add_op(g, OP_ALLREDUCE, name, &in, 1, &out, 1, x.loc);
+    add_comm_op(g, OP_ALLREDUCE, name, &in, 1, &out, 1, ranks, 2, layer, group);   /* with the backward */
     free(name);
-    Op *op = &g->ops[id];
-    op->phase = PH_COMM;
-    op->layer = layer;
-    op->attr[0] = ranks;
-    op->attr[1] = 1;               /* mean */
-    op->attr[2] = 2;               /* runs with the backward (GC_PHASE_BWD) */
-    op->attr[3] = group;
     g->comm_bytes += 2.0 * (ranks - 1) / ranks * (double)x.bytes;
     return out;
 }
@@ -91,19 +102,6 @@ static void shard_moment(Graph *g, int t, int ranks, char *shrunk)
         return;
     x->view_offset /= (size_t)ranks;
     shard_moment(g, graph_root(g, t, NULL), ranks, shrunk);
-}
-
-static void add_comm_op(Graph *g, OpKind kind, const char *name, const int *in, int nin, const int *out, int nout,
-                        int ranks, int gate, int layer, int group)
-{
-    int id = graph_add_op(g, kind, name, in, nin, out, nout, g->t[in[0]].loc);
-    Op *op = &g->ops[id];
-    op->phase = PH_COMM;
-    op->layer = layer;
-    op->attr[0] = ranks;
-    op->attr[1] = 1;
-    op->attr[2] = gate;
-    op->attr[3] = group;
 }
 
 /* zero1: a gradient root that no op names (split_updates gave each layer
@@ -362,7 +360,6 @@ void pass_split(Graph *g, const SplitSpec *s)
         if (kind != SPLIT_DP && kind != SPLIT_ZERO1 && kind != SPLIT_ZERO2)
             IR_BUG("split tp + %s: not implemented", split_kind_name(kind));
         g->split_name = names[kind];
-        g->dp = ranks;
     } else {
         g->comm_bytes = 0;
     }

@@ -401,13 +401,8 @@ static double add_forward_allreduce(Graph *g, int m2, int K)
     name = xasprintf("ar.%s", x.name);
     int id = graph_insert_op(g, m2 + 1, OP_ALLREDUCE, name, &part, 1, &out, 1, x.loc);
     free(name);
-    Op *op = &g->ops[id];
-    op->phase = PH_COMM;
-    op->layer = g->ops[m2].layer;
-    op->attr[0] = K;
-    op->attr[1] = 0;       /* sum */
-    op->attr[2] = 1;       /* runs with the forward (GC_PHASE_FWD) */
-    op->attr[3] = COMM_TP;
+    g->ops[id].layer = g->ops[m2].layer;
+    comm_op_attrs(&g->ops[id], K, 0, 1, COMM_TP);   /* a sum, with the forward */
     return 2.0 * (K - 1) / K * (double)x.bytes;
 }
 

@@ -174,7 +174,7 @@ static void print_help(const char *argv0, const gc_program *p)
         printf("\nthis program is split over %d ranks (%s, tensor-parallel groups of %d): start it with mpirun -np %d\n"
                "%s [flags]; the ranks of a group train the same B = %ld rows on their parts of the weights (global\n"
                "batch %ld rows); rank 0 prints, logs and saves.\n", p->nranks, p->split, p->tp, p->nranks, argv0,
-               p->B, p->B * (p->nranks / p->tp));
+               p->B, p->B * gcrt_prog_data_ranks(p));
     else if (p->nranks > 1)
         printf("\nthis program is split over %d ranks (%s): start it with mpirun -np %d %s [flags];\n"
                "each rank trains B = %ld rows of a global batch of %ld; rank 0 prints, logs and saves.\n",

@@ -314,8 +314,14 @@ int gcrt_join_group(gcrt_run *st);
 void gcrt_leave_group(gcrt_run *st, int status);
 /* The loss averaged over ranks (itself when not split). */
 /* Ranks that read rows of their own (tensor parallel: one per tp group, whose
- * ranks read the same rows) and this rank's place among them. */
-static inline int gcrt_data_ranks(const gcrt_run *st) { return st->prog->tp ? st->ctx.nranks / st->prog->tp : st->ctx.nranks; }
+ * ranks read the same rows; 1 when not split) and this rank's place among
+ * them. */
+static inline int gcrt_prog_data_ranks(const gc_program *p)
+{
+    int n = p->nranks > 1 ? p->nranks : 1;
+    return p->tp ? n / p->tp : n;
+}
+static inline int gcrt_data_ranks(const gcrt_run *st) { return gcrt_prog_data_ranks(st->prog); }
 static inline int gcrt_data_rank(const gcrt_run *st) { return st->ctx.dp_rank; }
 float gcrt_mean_loss(gcrt_run *st, float loss);
 /* zero3: st->params (whole) cut into this rank's shards and uploaded; the

@@ -119,7 +119,7 @@ void gcrt_print_header(const gc_program *p)
     printf("plan: %s\n", p->plan_summary ? p->plan_summary : "-");
     if (p->nranks > 1)
         printf("split: %s over %d ranks (this plan is one rank's); global batch %ld rows of T = %ld\n", p->split,
-               p->nranks, p->B * gcrt_micro_batches(p) * (p->tp ? p->nranks / p->tp : p->nranks), p->T);
+               p->nranks, p->B * gcrt_micro_batches(p) * gcrt_prog_data_ranks(p), p->T);
     printf("memory: %s bytes in regions params %zu | grads %zu | optstate %zu | arena %zu\n",
            grouped((long long)gcrt_total_region_bytes(p), b2, sizeof b2), p->region_bytes[0],
            p->region_bytes[1], p->region_bytes[2], p->region_bytes[3]);
