@@ -146,8 +146,8 @@ faults)
     done
     tr '\n' ' ' <out.txt | grep -q 'SIGINT/SIGTERM) work the same in CPU and CUDA programs (on CUDA tested in a SIMT emulator' ||
         { cat out.txt; fail "--help does not say that the long-run flags work in this CUDA program"; }
-    # a non-finite loss stops the run, naming the step and the last good checkpoint
-    expect_err "step 2: loss is nan; stopped: the last good checkpoint is step 1 in ck (--resume ck)" \
+    # a non-finite loss stops the run, naming the step and the newest checkpoint that predates it (none here)
+    expect_err "step 2: loss is nan; stopped: no checkpoint predates the divergence (that of step 1 in ck holds the parameters that led to it)" \
         --steps 4 --lr 1e30 --ckpt-dir ck --save-every 1
     [ "$(ls ck)" = "$(printf '%s\n' model_00000001.bin state_00000001.bin)" ] || fail "checkpoints after the stop: $(ls ck)"
     run_ok --steps 4 --lr 1e30 --skip-nonfinite --log skip.jsonl
