@@ -64,9 +64,9 @@ static int first_error(int prev, int failed) { return prev ? prev : failed ? (er
 
 int atomic_commit(FILE *f, char *tmp, const char *path)
 {
-    int e = first_error(0, ferror(f));
-    if (e)
-        e = EIO;         /* a buffered write failed earlier; its errno is gone */
+    /* a buffered write that failed earlier left its errno, if nothing has
+     * failed since (write_output zeroes errno before writing) */
+    int e = ferror(f) ? (errno ? errno : EIO) : 0;
     errno = 0;
     e = first_error(e, fflush(f) != 0);
     if (tmp) {           /* a device (tmp NULL) may not support fsync: /dev/null says EINVAL */
@@ -219,6 +219,7 @@ static int write_output(const char *path, int (*write)(FILE *, const void *), co
     FILE *f = atomic_open(path, &tmp);
     if (!f)
         return 1;
+    errno = 0;
     int rc = write(f, arg);
     if (rc != 0) {
         int e = ferror(f) ? errno : 0, replaced = tmp != NULL;

@@ -239,15 +239,20 @@ int gcrt_ckpt_write(gcrt_run *st, long step)
     gcrt_progress_break();
     printf("checkpoint: writing step %ld to %s ...\n", step, dir);
     fflush(stdout);
-    int rc = write_atomic(dir, mname, model, 2, err, sizeof err);
-    if (rc == 0 && (rc = write_atomic(dir, sname, state, 2, err, sizeof err)) != 0) {
-        char path[4200];   /* a model file without its state is no checkpoint: take it back */
-        snprintf(path, sizeof path, "%s/%s", dir, sname);
-        unlink(path);      /* a state renamed whose directory sync failed: no state outlives its model */
-        snprintf(path, sizeof path, "%s/%s", dir, mname);
-        unlink(path);
-    } else if (rc != 0) {  /* the model renamed, its directory sync failed */
-        char path[4200];
+    /* -1: the file is not there (a device or FIFO in its place is left
+     * alone); -2: it is, its directory not synced. A model file without its
+     * state is no checkpoint, and no state may outlive its model: on any
+     * failure what this save renamed into place is taken back. */
+    char path[4200];
+    int rc = write_atomic(dir, mname, model, 2, err, sizeof err), rs = 0;
+    if (rc == 0 && (rs = write_atomic(dir, sname, state, 2, err, sizeof err)) != 0) {
+        if (rs == -2) {
+            snprintf(path, sizeof path, "%s/%s", dir, sname);
+            unlink(path);
+        }
+        rc = rs;
+    }
+    if (rc == -2 || rs != 0) {
         snprintf(path, sizeof path, "%s/%s", dir, mname);
         unlink(path);
     }

@@ -189,7 +189,7 @@ int gcrt_write_file(const char *path, const gcrt_part *parts, int nparts, int fl
     free(tmp);
     if (sync_parent(path) != 0) {   /* renamed, complete, but not known to be durable */
         snprintf(err, errlen, "%s: written, but syncing its directory failed: %s", path, strerror(errno));
-        return -1;
+        return -2;
     }
     return 0;
 }

@@ -205,10 +205,10 @@ typedef struct {
 enum { GCRT_W_DEVICES = 1, GCRT_W_TEST_DELAY = 2 };
 /* Writes the parts to path: atomically (path.tmp created afresh, written,
  * fsynced, closed, renamed over path, the directory fsynced), or in place
- * on a device. 0, or -1 with "PATH: cannot write: why": then path holds its
- * old contents and no path.tmp is left, except when only the final fsync
- * of the directory failed ("written, but syncing its directory failed"):
- * path is complete, its durability unknown. */
+ * on a device. 0; or -1 with "PATH: cannot write: why": then path holds its
+ * old contents and no path.tmp is left; or -2 when only the final fsync of
+ * the directory failed ("written, but syncing its directory failed"): path
+ * is the complete new file, its durability unknown. */
 int gcrt_write_file(const char *path, const gcrt_part *parts, int nparts, int flags, char *err, size_t errlen);
 /* Checks early that path can be written (creates and removes path.tmp;
  * a device passes, a FIFO or directory does not), so a bad --save fails
