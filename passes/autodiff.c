@@ -582,6 +582,19 @@ void pass_autodiff(Graph *g)
         diag_error((Loc){g->file, 1, 1}, "the graph has no 'minimize' statement");
         return;
     }
+    if (g->t[g->loss].producer < 0) {
+        /* a loss no op computes (`minimize p` of a scalar parameter): the
+           program reads the loss from the arena after the forward, so it
+           becomes a forward copy of it, scale(p, 1), whose gradient is p's */
+        const Tensor *p = &g->t[g->loss];
+        char *name = xasprintf("%s.loss", p->name);
+        int l = graph_add_tensor(g, name, p->dtype, p->rank, p->shape, TK_ACTIVATION, p->loc);
+        int in = g->loss, id = graph_add_op(g, OP_SCALE, name, &in, 1, &l, 1, g->t[in].loc);
+        free(name);
+        g->ops[id].phase = PH_FWD;
+        g->ops[id].attr[0] = 1.0;
+        g->loss = l;
+    }
     AD ad = {.g = g, .layer = -1};
     int nfwd = g->nops;
     ad.needs = find_needs(g);
@@ -594,6 +607,7 @@ void pass_autodiff(Graph *g)
         free(name);
         g->t[g->params[i]].grad = gt;
     }
+    grow(&ad);      /* coverage for the gradients just added (a loss that is a parameter: its own) */
     /* the seed: d loss = 1 */
     ad.loc = g->t[g->loss].loc;
     ad.name = g->t[g->loss].name;
