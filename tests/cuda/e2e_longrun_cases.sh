@@ -8,8 +8,8 @@
 #   data     shards by glob, in order and shuffled (each batch once per epoch,
 #            the same order for a seed, another for another seed), prefetch
 #            on vs off bit-identical and off the step's critical path, --print-every, plain text = its shard
-#   faults   --help; non-finite loss (stop naming the step and the checkpoint before the
-#            checkpoint; --skip-nonfinite counted in the log), a full disk
+#   faults   --help; non-finite loss (stop naming the step and the checkpoint
+#            before the divergence; --skip-nonfinite counted in the log), a full disk
 #            while saving, corrupt/truncated model, state and shard files
 #   signals  SIGTERM / SIGINT: the step finishes, a checkpoint, exit 0; the
 #            resumed run is bit-identical
