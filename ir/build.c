@@ -989,22 +989,35 @@ static void resolve_dims(Builder *b, const BuildOptions *opt)
     }
 }
 
-/* Warns about each input and parameter that no op reads (a parameter so is
- * still stored and updated, with a zero gradient). */
+/* Warns about each input and parameter that no op reads, or whose readers
+ * do not lead to the loss (a parameter so is still stored and updated, with
+ * a zero gradient). The forward ops are in order, so one backward sweep from
+ * the loss marks what it depends on. */
 static void warn_unused(const Graph *g)
 {
-    char *used = xcalloc((size_t)g->nt, 1);
-    for (int i = 0; i < g->nops; i++)
-        for (int k = 0; k < g->ops[i].nin; k++)
-            used[g->ops[i].in[k]] = 1;
-    for (int i = 0; i < g->ninputs; i++)
-        if (!used[g->inputs[i]])
-            diag_warning(g->t[g->inputs[i]].loc, "input '%s' is never used", g->t[g->inputs[i]].name);
-    for (int i = 0; i < g->nparams; i++)
-        if (!used[g->params[i]])
-            diag_warning(g->t[g->params[i]].loc, "param '%s' is never used (it is stored and updated, with a zero "
-                         "gradient)", g->t[g->params[i]].name);
+    char *used = xcalloc((size_t)g->nt, 1), *live = xcalloc((size_t)g->nt, 1);
+    live[g->loss] = 1;
+    for (int i = g->nops - 1; i >= 0; i--) {
+        const Op *op = &g->ops[i];
+        int on = 0;
+        for (int k = 0; k < op->nout; k++)
+            on |= live[op->out[k]];
+        for (int k = 0; k < op->nin; k++) {
+            used[op->in[k]] = 1;
+            live[op->in[k]] |= (char)on;
+        }
+    }
+    for (int j = 0; j < g->ninputs + g->nparams; j++) {
+        int param = j >= g->ninputs, t = param ? g->params[j - g->ninputs] : g->inputs[j];
+        const char *what = param ? "param" : "input";
+        const char *why = param ? " (it is stored and updated, with a zero gradient)" : "";
+        if (!used[t])
+            diag_warning(g->t[t].loc, "%s '%s' is never used%s", what, g->t[t].name, why);
+        else if (!live[t])
+            diag_warning(g->t[t].loc, "%s '%s' does not affect the loss%s", what, g->t[t].name, why);
+    }
     free(used);
+    free(live);
 }
 
 Graph *ir_build(Ast *ast, const BuildOptions *opt)
