@@ -141,7 +141,7 @@ void diag_warning(Loc loc, const char *fmt, ...)
     va_start(ap, fmt);
     vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
-    size_t h = warn_hash(loc, msg);
+    size_t h = warn_hash(loc, fmt);   /* not msg: a micro-batch build's B differs in the numbers */
     for (int i = 0; i < nwarned; i++)
         if (warned[i] == h)
             return;

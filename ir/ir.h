@@ -36,8 +36,8 @@ const char *diag_source_line(Loc loc, size_t *len);
  * and counts the error. Without a location it prints "gcompile: error: msg". */
 void diag_error(Loc loc, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 void diag_note(Loc loc, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-/* "file:line:col: warning: msg" (not counted as an error); the same warning
- * at the same place is printed once per process. */
+/* "file:line:col: warning: msg" (not counted as an error); a warning of
+ * one format at one place is printed once per process (the first). */
 void diag_warning(Loc loc, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 int diag_count(void);
 /* Forgets the registered sources and the error count; quiet: print nothing
