@@ -996,7 +996,7 @@ static void resolve_dims(Builder *b, const BuildOptions *opt)
 static void warn_unused(const Graph *g)
 {
     char *used = xcalloc((size_t)g->nt, 1), *live = xcalloc((size_t)g->nt, 1);
-    live[g->loss] = 1;
+    used[g->loss] = live[g->loss] = 1;   /* `minimize p`: a param as the loss */
     for (int i = g->nops - 1; i >= 0; i--) {
         const Op *op = &g->ops[i];
         int on = 0;

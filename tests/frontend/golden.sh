@@ -9,6 +9,7 @@
 #                          (the exit status as the other directives say)
 #   # ERRORS: N            stderr holds exactly N "error:" lines (one error
 #                          per mistake: none repeated at a failed name's uses)
+#   # WARNINGS: N          and exactly N "warning:" lines
 # and, when FILE.expected exists, stdout must equal it exactly.
 set -u
 gc=$1 file=$2
@@ -52,10 +53,12 @@ while IFS= read -r line; do
 done <<EOT
 $(sed -n 's/^# WARNING: \([0-9]*:[0-9]*\): /\1: warning: /p' "$file")
 EOT
-nerr=$(sed -n 's/^# ERRORS: //p' "$file")
-if [ -n "$nerr" ] && [ "$(grep -c -e ': error: ' "$err")" -ne "$nerr" ]; then
-    echo "FAIL: $(grep -c -e ': error: ' "$err") error lines, expected $nerr"; fail=1
-fi
+for what in error warning; do
+    n=$(sed -n "s/^# $(echo $what | tr a-z A-Z)S: //p" "$file")
+    if [ -n "$n" ] && [ "$(grep -c -e ": $what: " "$err")" -ne "$n" ]; then
+        echo "FAIL: $(grep -c -e ": $what: " "$err") $what lines, expected $n"; fail=1
+    fi
+done
 if [ -f "${file%.graph}.expected" ] && ! diff -u "${file%.graph}.expected" "$out"; then
     echo "FAIL: stdout differs from ${file%.graph}.expected"; fail=1
 fi
