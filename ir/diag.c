@@ -1,8 +1,12 @@
 /* diag.c — located diagnostics and allocation helpers. */
+#include <errno.h>
+#include <fcntl.h>
 #include <malloc.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "ir.h"
 
@@ -246,4 +250,56 @@ char *xasprintf(const char *fmt, ...)
     vsnprintf(s, (size_t)n + 1, fmt, ap);
     va_end(ap);
     return s;
+}
+
+char *read_regular_file(const char *path, size_t limit, size_t *len, char *err, size_t errlen)
+{
+    int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);   /* a FIFO opens at once, then is refused */
+    if (fd < 0) {
+        snprintf(err, errlen, "cannot open '%s': %s", path, strerror(errno));
+        return NULL;
+    }
+    struct stat sb;
+    if (fstat(fd, &sb) != 0 || !S_ISREG(sb.st_mode)) {
+        snprintf(err, errlen, "cannot read '%s': not a regular file", path);
+        close(fd);
+        return NULL;
+    }
+    if ((unsigned long long)sb.st_size > limit) {
+        snprintf(err, errlen, "cannot read '%s': %lld bytes, larger than the limit of %zu MiB", path,
+                 (long long)sb.st_size, limit >> 20);
+        close(fd);
+        return NULL;
+    }
+    fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK);
+    size_t cap = (size_t)sb.st_size + 1, n = 0;   /* a file that grows while read: up to limit */
+    char *text = xmalloc(cap + 1);
+    for (;;) {
+        if (n == cap) {
+            if (cap > limit) {
+                snprintf(err, errlen, "cannot read '%s': larger than the limit of %zu MiB", path, limit >> 20);
+                goto bad;
+            }
+            cap = cap * 2 < limit + 1 ? cap * 2 : limit + 1;
+            text = xrealloc(text, cap + 1);
+        }
+        ssize_t got = read(fd, text + n, cap - n);
+        if (got < 0 && errno == EINTR)
+            continue;
+        if (got < 0) {
+            snprintf(err, errlen, "cannot read '%s': %s", path, strerror(errno));
+            goto bad;
+        }
+        if (got == 0)
+            break;
+        n += (size_t)got;
+    }
+    close(fd);
+    text[n] = '\0';
+    *len = n;
+    return text;
+bad:
+    close(fd);
+    free(text);
+    return NULL;
 }

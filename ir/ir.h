@@ -58,6 +58,11 @@ void *xrealloc(void *p, size_t n);
 void *xgrow(void *p, int *cap, int need, size_t elem);
 char *xstrdup(const char *s);
 char *xasprintf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* The whole of the regular file path, at most limit bytes, NUL-terminated
+ * (*len excludes the NUL); NULL with a one-line reason in err. Never blocks
+ * in open() (a FIFO is refused, not waited on) and never reads past limit
+ * (a device like /dev/zero is refused before any read). */
+char *read_regular_file(const char *path, size_t limit, size_t *len, char *err, size_t errlen);
 
 /* ---------------------------------------------------------------- store.c */
 

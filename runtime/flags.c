@@ -120,12 +120,14 @@ static void print_help(const char *argv0, const gc_program *p)
                  "                       backward pass (fused-opt); compile with --schedule plain");
     printf("  --ckpt-dir DIR       where checkpoints go (created if missing): model_NNNNNNNN.bin (llm.c)\n"
            "                       + state_NNNNNNNN.bin (AdamW moments, step, data position), atomically;\n"
-           "                       one after the last step, and on SIGINT/SIGTERM (finish the step, save, exit 0)\n"
+           "                       one after the last step, and on SIGINT/SIGTERM (finish the step, save, exit 0);\n"
+           "                       one run per DIR at a time (DIR/.lock)\n"
            "  --save-every N       also a checkpoint every N steps (needs --ckpt-dir)\n"
            "  --keep K             keep only the newest K checkpoints (default: all)\n"
            "  --resume DIR         continue from DIR's newest checkpoint (bit-identical to a run that was\n"
            "                       never stopped); starts at step 1 when DIR holds none (then --init, if\n"
-           "                       given, is used); implies --ckpt-dir DIR unless that is given\n");
+           "                       given, is used); implies --ckpt-dir DIR unless that is given; pass the\n"
+           "                       first run's --steps and --shuffle (--steps 0: only load it)\n");
     printf("  --print-every N      stdout not a terminal: a line every N steps (default 1) and after the\n"
            "                       last step, ms and tok/s the mean since the previous line; a terminal:\n"
            "                       one status line rewritten in place (step, loss and its mean over the\n"

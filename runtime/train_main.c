@@ -16,6 +16,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 #ifdef _OPENMP
 #include <omp.h>
 #endif
@@ -114,9 +115,11 @@ static int open_outputs(gcrt_run *st)
     char err[512];
     if (st->ctx.rank != 0)     /* split programs: rank 0 logs and saves */
         return 0;
-    if (st->o.save && gcrt_ckpt_probe(st->o.save, err, sizeof err) != 0)
+    if (st->o.save && gcrt_output_probe(st->o.save, err, sizeof err) != 0)
         return gcrt_errorf("%s", err);
     if (st->o.log) {
+        if (gcrt_output_kind(st->o.log, 1, err, sizeof err) < 0)   /* a FIFO would block open() */
+            return gcrt_errorf("%s", err);
         st->log = fopen(st->o.log, st->first_step > 1 ? "a" : "w");   /* a resumed run appends */
         if (!st->log)
             return gcrt_errorf("%s: cannot open log: %s", st->o.log, strerror(errno));
@@ -194,6 +197,8 @@ static void release(gcrt_run *st)
     gcrt_shard_close(&st->val);
     if (st->log)
         fclose(st->log);
+    if (st->lock_fd >= 0)
+        close(st->lock_fd);
     free(st->params);
     free(st->prof);
     free(st->inputs);
@@ -362,15 +367,40 @@ static int nonfinite(const gcrt_run *st, const gcrt_step_info *si)
 {
     const char *what = !isfinite(si->loss) ? "loss" : "gradient norm";
     double v = !isfinite(si->loss) ? si->loss : si->gnorm;
-    char last[512];
-    if (st->last_ckpt > 0)
-        snprintf(last, sizeof last, "the last good checkpoint is step %ld in %s (--resume %s)", st->last_ckpt,
-                 st->o.ckpt_dir, st->o.ckpt_dir);
+    const char *dir = st->o.ckpt_dir;
+    char last[1024];
+    /* step S's loss and norm come from the parameters after step S-1: a
+     * checkpoint of step S-1 leads straight back here; step S-2's predates it */
+    long good = dir ? gcrt_ckpt_newest_before(dir, si->step - 1) : 0;
+    if (good > 0 && good < st->last_ckpt)
+        snprintf(last, sizeof last, "the newest checkpoint that predates the divergence is step %ld in %s (those of "
+                 "steps %ld.. hold the parameters that led to it: move them away, then --resume %s)", good, dir,
+                 good + 1, dir);
+    else if (good > 0)
+        snprintf(last, sizeof last, "the newest checkpoint that predates the divergence is step %ld in %s (--resume %s)",
+                 good, dir, dir);
+    else if (st->last_ckpt > 0)
+        snprintf(last, sizeof last, "no checkpoint predates the divergence (that of step %ld in %s holds the parameters "
+                 "that led to it)", st->last_ckpt, dir);
     else
-        snprintf(last, sizeof last, "no checkpoint of this run was written%s",
-                 st->o.ckpt_dir ? " yet" : " (no --ckpt-dir)");
+        snprintf(last, sizeof last, "no checkpoint of this run was written%s", dir ? " yet" : " (no --ckpt-dir)");
     return gcrt_errorf("step %ld: %s is %s; stopped: %s; --skip-nonfinite skips such steps", si->step, what,
                        isnan(v) ? "nan" : "inf", last);
+}
+
+/* The log could not be written (its checkpoint, if any, is written): the
+ * error names the log, then every rank ends. */
+static int log_failed(gcrt_run *st, long step)
+{
+    int rc = 0;
+    if (st->ctx.rank == 0)
+        rc = gcrt_errorf("%s: cannot write the log: %s; stopped after step %ld%s%s", st->o.log,
+                         strerror(st->log_errno ? st->log_errno : EIO), step,
+                         st->o.ckpt_dir ? ", its checkpoint saved in " : " (no --ckpt-dir: nothing saved)",
+                         st->o.ckpt_dir ? st->o.ckpt_dir : "");
+    if (st->ctx.nranks > 1)
+        gcrt_group_any(st, 1);        /* rank 0 has said why before any rank ends the group */
+    return rc ? rc : 1;
 }
 
 /* Steps first_step..steps; *stopped = 1 when a signal ended the run early. */
@@ -408,10 +438,12 @@ static int train(gcrt_run *st, int *stopped)
         if (step > st->first_step || st->o.steps == step)
             sum_ms += si.ms, timed++;
         int stop = stop_signal;       /* read once: a signal arriving now counts after the next step */
-        if (st->ctx.nranks > 1 && gcrt_group_any(st, stop) && !stop)
-            stop = SIGTERM;           /* a signal to one rank stops them all after the same step */
-        if (ckpt_due(st, step, stop) && gcrt_ckpt_write(st, step))
+        int log_bad = st->log_errno != 0;
+        gcrt_group_stop(st, &stop, &log_bad);   /* a signal to one rank stops them all after the same step */
+        if ((ckpt_due(st, step, stop) || (log_bad && st->o.ckpt_dir)) && gcrt_ckpt_write(st, step))
             return 1;
+        if (log_bad)
+            return log_failed(st, step);
         if (stop) {
             gcrt_progress_break();
             printf("stopped by %s after step %ld%s\n", stop == SIGINT ? "SIGINT" : "SIGTERM", step,
@@ -439,7 +471,7 @@ static int train(gcrt_run *st, int *stopped)
         printf("val loss %.6f\n", val);
         if (st->log) {
             fprintf(st->log, "{\"step\":0,\"val_loss\":%.9g}\n", val);
-            fflush(st->log);
+            gcrt_log_flush(st);
         }
     }
     return 0;
@@ -460,7 +492,7 @@ static int run_program(gcrt_run *st)
     if (gc_device_init(err, sizeof err) != 0)
         return gcrt_errorf("%s", *err ? err : "device initialisation failed");
     gcrt_print_header(p);
-    if (check_fits(p) || gcrt_data_open(st) || (st->o.ckpt_dir && st->ctx.rank == 0 && gcrt_ckpt_dir_open(st->o.ckpt_dir)) ||
+    if (check_fits(p) || gcrt_data_open(st) || (st->o.ckpt_dir && gcrt_ckpt_dir_open(st)) ||
         prepare_params(st) || open_outputs(st))
         return 1;
     st->inputs = calloc((size_t)st->BT, sizeof(int32_t));
@@ -474,7 +506,7 @@ static int run_program(gcrt_run *st)
     int stopped = 0;
     if (train(st, &stopped) || (st->o.save && gcrt_save_final(st)) || (!stopped && st->o.sample && gcrt_sample(st)))
         return 1;
-    return 0;
+    return gcrt_log_close(st);
 }
 
 int gc_main(int argc, char **argv, const gc_program *prog)
@@ -482,6 +514,7 @@ int gc_main(int argc, char **argv, const gc_program *prog)
     gcrt_run st;
     memset(&st, 0, sizeof st);
     st.prog = prog;
+    st.lock_fd = -1;
     int rc = gcrt_join_group(&st);    /* split programs: the process group (ranks.c) */
     if (rc == 0)
         rc = gcrt_parse_flags(&st.o, argc, argv, prog);
@@ -490,7 +523,9 @@ int gc_main(int argc, char **argv, const gc_program *prog)
         st.first_step = 1;
         rc = run_program(&st);
     }
-    fflush(stdout);
+    errno = 0;
+    if ((fflush(stdout) != 0 || ferror(stdout)) && rc == 0)   /* ./train >/dev/full: not exit 0 */
+        rc = gcrt_errorf("standard output: cannot write: %s", strerror(errno ? errno : EIO));
     release(&st);
     gcrt_leave_group(&st, rc);
     return rc;

@@ -395,22 +395,49 @@ nonfinite) # --skip-nonfinite under a split: every rank skips the same steps (th
         grep -q "error: step 2: loss is nan" $sch.err || { cat $sch.err; fail "$sch: no message"; }
     done
     ;;
-stop)      # SIGTERM to one rank only: every rank stops after the same step, with a checkpoint, exit 0
+stop)      # SIGTERM or SIGINT to one rank only: every rank stops after the same step, with a checkpoint, exit 0;
+           # the signal is reported by its name whichever rank got it (issue 21)
     compile t_z1 -D B=4 --gpus 2 --split zero1
-    rm -rf ck
-    $MPIRUN -np 2 ./t_z1 --steps 1000000 --ckpt-dir ck --print-every 1 >out.txt 2>err.txt &
-    mp=$!
-    find_rank1 "$mp"
-    kill -TERM "$rank1"
-    for i in $(seq 1 150); do kill -0 "$mp" 2>/dev/null || break; sleep 0.2; done
-    kill -0 "$mp" 2>/dev/null && { kill -9 "$mp"; fail "the job still runs 30 s after SIGTERM to rank 1"; }
-    wait "$mp" || { cat err.txt; fail "the job did not exit 0 after SIGTERM to rank 1"; }
-    grep -q "^stopped by SIGTERM after step" out.txt || { tail out.txt; fail "rank 0 did not report the stop"; }
-    n=$(sed -n 's/^stopped by SIGTERM after step \([0-9]*\).*/\1/p' out.txt)
-    [ -f ck/state_$(printf %08d "$n").bin ] || fail "no checkpoint of step $n: $(ls ck)"
-    $MPIRUN -np 2 ./t_z1 --steps $((n + 2)) --resume ck >r.out 2>r.err || { cat r.err; fail "resume after the stop"; }
-    grep -q "^resume: step $n from" r.out || fail "did not resume from step $n"
-    echo "rank 1 got SIGTERM: both ranks stopped after step $n, checkpoint written, resumed"
+    for sig in TERM INT; do
+        rm -rf ck
+        $MPIRUN -np 2 ./t_z1 --steps 1000000 --ckpt-dir ck --print-every 1 >out.txt 2>err.txt &
+        mp=$!
+        find_rank1 "$mp"
+        kill -$sig "$rank1"
+        for i in $(seq 1 150); do kill -0 "$mp" 2>/dev/null || break; sleep 0.2; done
+        kill -0 "$mp" 2>/dev/null && { kill -9 "$mp"; fail "the job still runs 30 s after SIG$sig to rank 1"; }
+        wait "$mp" || { cat err.txt; fail "the job did not exit 0 after SIG$sig to rank 1"; }
+        grep -q "^stopped by SIG$sig after step" out.txt || { tail out.txt; fail "rank 0 did not report SIG$sig"; }
+        n=$(sed -n "s/^stopped by SIG$sig after step \([0-9]*\).*/\1/p" out.txt)
+        [ -f ck/state_$(printf %08d "$n").bin ] || fail "no checkpoint of step $n: $(ls ck)"
+        $MPIRUN -np 2 ./t_z1 --steps $((n + 2)) --resume ck >r.out 2>r.err || { cat r.err; fail "resume after the stop"; }
+        grep -q "^resume: step $n from" r.out || fail "did not resume from step $n"
+        echo "rank 1 got SIG$sig: both ranks stopped after step $n, reported as SIG$sig, checkpoint written, resumed"
+    done
+    ;;
+files)     # issue 21 under mpirun: --resume NEWDIR (rank 0 creates it, the others wait), a program that is
+           # not split refuses -np 2, a log that cannot be written stops every rank after a checkpoint
+    compile t_z1 -D B=4 --gpus 2 --split zero1
+    compile t_one -D B=8
+    rm -rf newdir
+    $MPIRUN -np 2 ./t_z1 --steps 3 --resume newdir >a.out 2>a.err || { cat a.err; fail "--resume NEWDIR under mpirun"; }
+    grep -q '^resume: no checkpoint in newdir, starting at step 1' a.out || { cat a.out; fail "no fresh start"; }
+    [ -f newdir/state_00000003.bin ] || fail "no checkpoint in newdir: $(ls newdir)"
+    $MPIRUN -np 2 ./t_z1 --steps 5 --resume newdir >b.out 2>b.err || { cat b.err; fail "second --resume newdir"; }
+    grep -q '^resume: step 3 from' b.out || fail "the restart did not resume from step 3"
+    echo "ok: mpirun -np 2 --resume NEWDIR starts, and the same command resumes"
+    $MPIRUN -np 2 ./t_one --steps 1 --ckpt-dir one >c.out 2>c.err && fail "a program that is not split ran under -np 2"
+    grep -q '^error: this program is not split over ranks (compiled without --gpus N) but runs as one of 2' c.err ||
+        { cat c.err; fail "no clear error for a program that is not split"; }
+    echo "ok: $(grep -m1 '^error' c.err)"
+    rm -rf ckl
+    ln -sf /dev/full full.log    # a link to the device: the log is written through it, never renamed over it
+    $MPIRUN -np 2 ./t_z1 --steps 4 --log full.log --ckpt-dir ckl >d.out 2>d.err && fail "a run with an unwritable log exited 0"
+    grep -q '^error: full.log: cannot write the log: No space left on device; stopped after step 1, its checkpoint saved in ckl' d.err ||
+        { cat d.err; fail "no error naming the log"; }
+    [ -f ckl/state_00000001.bin ] || fail "no checkpoint before the stop: $(ls ckl)"
+    [ -c /dev/full ] && [ -L full.log ] || fail "/dev/full or the link was replaced"
+    echo "ok: $(grep -m1 '^error' d.err)"
     ;;
 autorun)   # under --mem each split carries the budget search's micro-batches and per-layer recompute; the
            # searched programs run poisoned with the losses of one process
