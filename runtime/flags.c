@@ -104,7 +104,7 @@ static void print_help(const char *argv0, const gc_program *p)
            "  --beta1 X            AdamW beta1 (default %g)\n"
            "  --beta2 X            AdamW beta2 (default %g)\n"
            "  --eps X              AdamW epsilon (default %g)\n"
-           "  --weight-decay X     AdamW weight decay (default %g)\n",
+           "  --weight-decay X     AdamW weight decay (default %g) of the parameters the graph does not mark nodecay\n",
            p->lr, p->beta1, p->beta2, p->eps, p->weight_decay);
     printf("  --warmup N           learning rate rises linearly over the first N steps (default 0)\n"
            "  --lr-schedule S      after the warmup: constant, cosine or linear decay from --lr to\n"

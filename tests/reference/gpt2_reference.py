@@ -54,6 +54,18 @@ def param_shapes(d):
     ]
 
 
+# llm.c decays the matrices only (train_gpt2.cu: wte, wpe, qkvw, attprojw,
+# fcw, fcprojw), not the biases and layernorm weights; models/gpt2.graph
+# marks those `nodecay`.
+DECAYED = ("wte", "wpe", "qkvw", "attprojw", "fcw", "fcprojw")
+
+
+def decay_mask(d):
+    """1.0 for every element llm.c decays, 0.0 elsewhere, flat in llm.c order."""
+    return np.concatenate([np.full(int(np.prod(shape)), 1.0 if name in DECAYED else 0.0)
+                           for name, shape in param_shapes(d)])
+
+
 # ------------------------------------------------------------------ files
 
 def write_checkpoint(path, d, params):
@@ -233,6 +245,7 @@ def reference_losses(model, tokens, B, T, steps, lr, beta1=0.9, beta2=0.999, eps
 
     flat = torch.from_numpy(flat_np).to(tdt).requires_grad_(True)
     m = torch.zeros_like(flat, requires_grad=False)
+    dmask = torch.from_numpy(decay_mask(d)).to(tdt)
     v = torch.zeros_like(flat, requires_grad=False)
 
     def views(t):
@@ -279,7 +292,7 @@ def reference_losses(model, tokens, B, T, steps, lr, beta1=0.9, beta2=0.999, eps
             v.mul_(b2).add_(ob2 * g * g)
             mhat = m / c1
             vhat = v / c2
-            flat.sub_(tlr * (mhat / (vhat.sqrt() + teps) + twd * flat))
+            flat.sub_(tlr * (mhat / (vhat.sqrt() + teps) + twd * dmask * flat))
         losses.append(float(loss.item()))
         if verbose:
             print(f"step {step:4d} | loss {losses[-1]:.9g} | {1e3 * (time.time() - t0):.1f} ms",
