@@ -273,7 +273,7 @@ void emit_kernel_call(FILE *f, const Graph *g, const Op *op)
         fprintf(f, "{ const gc_adamw_tensor u[] = {");
         emit_update_tensor(f, g, op);
         fprintf(f, "}; if (ctx->gnorm_sq%s) gc_update_sumsq(u, 1, ctx->gnorm_sq); "
-                   "gc_adamw_multi(u, 1, ctx->lr, ctx->beta1, ctx->beta2, ctx->eps, ctx->t); }\n",
+                   "gc_update_apply(u, 1, ctx); }\n",
                 norm_condition(g, op));
         return;
     case OP_ALLREDUCE:
@@ -682,7 +682,7 @@ static void emit_update_group(FILE *f, const Graph *g, int k, int n)
             fprintf(f, "            if (ctx->gnorm_sq%s)\n                gc_update_sumsq(u + %d, 1, ctx->gnorm_sq);\n",
                     norm_condition(g, &g->ops[g->sched[k + i]]), i);
     }
-    fprintf(f, "            gc_adamw_multi(u, %d, ctx->lr, ctx->beta1, ctx->beta2, ctx->eps, ctx->t);\n"
+    fprintf(f, "            gc_update_apply(u, %d, ctx);\n"
                "        }\n", n);
 }
 

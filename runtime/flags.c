@@ -115,9 +115,9 @@ static void print_help(const char *argv0, const gc_program *p)
            "  --skip-nonfinite     skip the update of a step whose loss or gradient norm is NaN/inf\n"
            "                       (counted in the log) instead of stopping the run\n",
            (p->comm ? p->nupd_grads > 0 : p->region_bytes[GC_REGION_GRADS] >= (size_t)p->nparam_elems * 4)
-               ? "This program keeps all gradients (plain schedule): available"
-               : "Not available in this program: it updates each parameter inside the\n"
-                 "                       backward pass (fused-opt); compile with --schedule plain");
+               ? "This program keeps all gradients (plain schedule): the norm after the backward"
+               : "This program updates each parameter inside the backward (fused-opt):\n"
+                 "                       a norm pass first (forward and backward twice per step)");
     printf("  --ckpt-dir DIR       where checkpoints go (created if missing): model_NNNNNNNN.bin (llm.c)\n"
            "                       + state_NNNNNNNN.bin (AdamW moments, step, data position), atomically;\n"
            "                       one after the last step, and on SIGINT/SIGTERM (finish the step, save, exit 0)\n"

@@ -54,6 +54,22 @@ schedules) # plain and fused-opt schedules compute the same step
     losses t_plain --steps 8 >a.txt
     losses t_fused --steps 8 >b.txt
     cmp -s a.txt b.txt || { paste a.txt b.txt; fail "schedules differ"; }
+    # clipping: the plain program scales the kept gradients, the fused-opt one runs a norm pass first;
+    # the same losses, and clipping at 0.3 (below every step's norm here) changes them
+    losses t_plain --steps 8 --grad-clip 0.3 >c.txt
+    losses t_fused --steps 8 --grad-clip 0.3 >d.txt
+    [ "$(wc -l <d.txt)" -eq 8 ] || fail "fused-opt clipped run: $(cat d.txt)"
+    cmp -s c.txt d.txt || { paste c.txt d.txt; fail "clipped schedules differ"; }
+    cmp -s a.txt c.txt && fail "clipping at 0.3 changed no loss: the check would not see it"
+    ./t_fused --help | grep -q "a norm pass first" || fail "--help of the fused-opt program does not say how it clips"
+    # the cost model prices the norm pass (about one more forward and backward) and plan-text says so
+    "$gc" "$graph" --config tiny --target cpu --emit plan-text >pt.txt || fail "plan-text"
+    grep "^gradient clipping" pt.txt | awk '{ for (i = 1; i < NF; i++) if ($i == "predicted") { x = $(i + 1); sub(/^\+/, "", x) }
+        p = $0; sub(/.*\(\+/, "", p); sub(/%\).*/, "", p); print "norm pass: +" x " ms/step, +" p "%"
+        exit !(x + 0 > 0 && p + 0 >= 50 && p + 0 <= 110) }' || fail "no priced norm pass: $(grep '^gradient clipping' pt.txt)"
+    "$gc" "$graph" --config tiny --target cpu --schedule plain --emit plan-text | grep -q '^gradient clipping.*no extra pass' ||
+        fail "plain plan-text does not say it needs no extra pass"
+    ./t_fused --threads 2 --steps 2 --grad-clip 1 --skip-nonfinite >/dev/null || fail "clipped run with --skip-nonfinite"
     ;;
 profile)   # --profile: same losses; one row per kernel and shape, rows add up to the ops time
     compile t_$check
