@@ -299,6 +299,8 @@ typedef struct gc_ctx {
                                     first of a clipped fused-opt step's two passes) */
     float grad_scale;            /* 0 or 1: none; else each update's gradient is multiplied by it
                                     first (the clipping factor of a fused-opt step's second pass) */
+    long sample_row;             /* 0: training; r+1: a forward for --sample, the fused classifier
+                                    computing only row r's logits (gc_program.sample_off) */
 } gc_ctx;
 
 /* --profile: the emitted step calls GC_PROF(ctx, -1) on entry and
@@ -340,7 +342,12 @@ typedef struct gc_program {
     size_t region_bytes[GC_NREGIONS];
     /* byte offsets in the arena of the step's inputs and outputs */
     size_t tokens_off, targets_off, loss_off, logits_off;
-    long logits_cols;             /* Vp: row length of the logits tensor */
+    long logits_cols;             /* Vp: row length of the logits tensor (0: none) */
+    /* the fused classifier's --sample row (fp32, sample_cols = Vp values at
+     * arena byte sample_off), written by a forward run with ctx->sample_row
+     * set; sample_cols 0: none */
+    size_t sample_off;
+    long sample_cols;
     double flops_per_step;        /* forward + backward + optimizer (model FLOPs: recompute not counted) */
     size_t device_reserve_bytes;  /* device memory needed beyond the regions (CUDA context, kernel images, cuBLASLt) */
     /* optimizer defaults from the graph's `optimizer` statement */

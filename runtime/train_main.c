@@ -62,8 +62,11 @@ static int check_program(const gc_program *p, const gcrt_options *o)
     if (!in_region(p->tokens_off, 4 * bt, arena) || !in_region(p->targets_off, 4 * bt, arena) ||
         !in_region(p->loss_off, 4, arena))
         return gcrt_errorf("internal: tokens, targets or loss lie outside the arena (%zu bytes)", arena);
-    if (o->sample > 0 && (p->logits_cols < p->V || !in_region(p->logits_off, (p->bf16 ? 2 : 4) * bt * (double)p->logits_cols, arena)))
-        return gcrt_errorf("--sample: this program exposes no [B, T, %ld] logits tensor in its arena", p->V);
+    int logits = p->logits_cols >= p->V && in_region(p->logits_off, (p->bf16 ? 2 : 4) * bt * (double)p->logits_cols, arena);
+    int row = p->sample_cols >= p->V && in_region(p->sample_off, 4.0 * (double)p->sample_cols, arena);
+    if (o->sample > 0 && !logits && !row)
+        return gcrt_errorf("--sample: this program exposes neither a [B, T, %ld] logits tensor nor a sample row "
+                           "in its arena", p->V);
     return 0;
 }
 

@@ -1,7 +1,7 @@
 #!/bin/sh
 # End-to-end: compile models/gpt2.graph (tiny) for the CPU and train.
 # usage: train.sh GCOMPILE GRAPH WORKDIR CHECK
-#   CHECK: falling | rerun | noreuse | poison | schedules | gradcheck | ckpt | badfiles | profile | micro | recompute | budget | fusions | progress
+#   CHECK: falling | rerun | noreuse | poison | schedules | gradcheck | ckpt | badfiles | profile | micro | recompute | budget | fusions | progress | sample
 set -u
 gc=$1 graph=$2 dir=$3 check=$4
 mkdir -p "$dir"
@@ -352,6 +352,34 @@ progress)  # the step's FLOPs baked in by gcompile, MFU's peak, the JSONL fields
                if ($1 != $3 || !(d <= 1e-6)) bad = 1 } END { exit bad || NR != 2 }' || fail "fused-opt norms differ from plain"
     # without --log the fused-opt program does not measure it
     ./t_fused --threads 2 --steps 1 | grep -q '^step .* | norm ' && fail "fused-opt program measured the norm without --log"
+    ;;
+sample)    # --sample in the default build (the classifier fused, no logits tensor): a forward to the final
+           # norm, then one row's classifier into the planned sample row; the same tokens as the unfused
+           # program's logits give, from the same checkpoint, also past the window (T = 64) and with --poison
+    compile t_fused
+    compile t_poison --poison
+    compile t_unfused --no-fuse=classifier
+    "$gc" "$graph" --config tiny --target cpu --emit plan -o plan.json || fail "emit plan"
+    python3 -c 'import json; p = json.load(open("plan.json")); r = [t for t in p["tensors"] if t["name"].endswith(".row")]
+assert len(r) == 1 and r[0]["shape"] == [1, 256] and r[0]["bytes"] == 1024 and r[0]["region"] == "arena", r
+assert r[0]["last"] == len(p["schedule"]) - 1, "the sample row must live to the last step"
+assert not [t for t in p["tensors"] if t["name"] == "logits" and t["first"] is not None], "the logits are planned"
+print("sample row:", r[0]["name"], r[0]["bytes"], "bytes at", r[0]["offset"])' || fail "the fused plan has no sample row"
+    ./t_fused --threads 2 --steps 30 --lr 3e-3 --save m.bin >/dev/null || fail "fused training run"
+    for p in t_fused t_poison t_unfused; do
+        ./$p --threads 2 --init m.bin --steps 0 --sample 100 --seed 3 >$p.out || fail "$p --sample"
+        sed '1,/^--- sample/d' $p.out >$p.txt   # the tokens (bytes: newlines among them)
+    done
+    [ "$(wc -c <t_unfused.txt)" -eq 101 ] || fail "unfused sample: $(cat t_unfused.txt)"   # 100 bytes and a newline
+    cmp -s t_fused.txt t_unfused.txt || { cat t_fused.txt t_unfused.txt; fail "fused and unfused samples differ"; }
+    cmp -s t_poison.txt t_unfused.txt || { cat t_poison.txt t_unfused.txt; fail "the poisoned program's sample differs"; }
+    ./t_fused --threads 2 --init m.bin --steps 0 --sample 100 --seed 4 | sed '1,/^--- sample/d' >s4.txt
+    cmp -s s4.txt t_fused.txt && fail "another seed gave the same sample: the check would not see a constant"
+    echo "sample (fused = unfused): $(cat t_fused.txt)"
+    # llm.c's recipe in the default build: clipping (norm pass), decay, then a sample
+    ./t_fused --threads 2 --steps 3 --grad-clip 1 --weight-decay 0.1 --sample 64 >r.out 2>&1 || { cat r.out; fail "--grad-clip 1 --weight-decay 0.1 --sample 64"; }
+    grep -q '^--- sample: 64 tokens' r.out || fail "no sample: $(cat r.out)"
+    ./t_fused --help | grep -qi "not available" && fail "--help still says something is not available"
     ;;
 *) fail "unknown check $check" ;;
 esac
