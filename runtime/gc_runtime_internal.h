@@ -266,6 +266,7 @@ typedef struct {
     double comm_timeout;             /* --comm-timeout S: split programs' collective watchdog (0: off) */
     int shuffle, no_prefetch;        /* --shuffle, --no-prefetch */
     int profile;
+    int eval_only;                   /* --eval-only: validate the loaded model, no training */
     long print_every;                /* --print-every N; 0: not given (1 off a terminal) */
     double peak_flops;               /* --peak-flops X (FLOP/s); 0: the device's or compiled-in */
     unsigned long long seed;

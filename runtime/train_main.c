@@ -256,13 +256,20 @@ float gcrt_run_batch(gcrt_run *st, gcrt_shard *sh, int phases)
 }
 
 /* Mean forward loss over the first --val-batches batches of the val shard. */
-static int validate(gcrt_run *st, double *out)
+/* --val-batches, or by default GCRT_DEFAULT_VAL_BATCHES (all when fewer). */
+static long val_batches(const gcrt_run *st)
 {
     long n = st->o.val_batches;
     if (n == 0) {
         n = gcrt_shard_nbatches(&st->val, st->BT);
         n = n < GCRT_DEFAULT_VAL_BATCHES ? n : GCRT_DEFAULT_VAL_BATCHES;
     }
+    return n;
+}
+
+static int validate(gcrt_run *st, double *out)
+{
+    long n = val_batches(st);
     st->val.pos = 0;
     double sum = 0;
     for (long i = 0; i < n; i++)
@@ -483,6 +490,22 @@ static int train(gcrt_run *st, int *stopped)
     return 0;
 }
 
+/* --eval-only: the validation loss of the parameters loaded (or seeded),
+ * printed and, under --log, one record {"eval_loss", "batches"}. */
+static int eval_only(gcrt_run *st)
+{
+    double val;
+    if (validate(st, &val))
+        return 1;
+    long n = val_batches(st);
+    printf("eval loss %.6f (mean over %ld batches of %s)\n", val, n, st->val.name);
+    if (st->log) {
+        fprintf(st->log, "{\"eval_loss\":%.9g,\"batches\":%ld}\n", val, n);
+        fflush(st->log);
+    }
+    return 0;
+}
+
 /* ---------------------------------------------------------------- gc_main */
 
 /* Everything after the flags: returns the exit status. */
@@ -509,6 +532,8 @@ static int run_program(gcrt_run *st)
     fflush(stdout);
     if (st->o.gradcheck)
         return gcrt_gradcheck(st);
+    if (st->o.eval_only)
+        return eval_only(st) || (st->o.sample && gcrt_sample(st));
     int stopped = 0;
     if (train(st, &stopped) || (st->o.save && gcrt_save_final(st)) || (!stopped && st->o.sample && gcrt_sample(st)))
         return 1;

@@ -1,7 +1,7 @@
 #!/bin/sh
 # End-to-end: compile models/gpt2.graph (tiny) for the CPU and train.
 # usage: train.sh GCOMPILE GRAPH WORKDIR CHECK
-#   CHECK: falling | rerun | noreuse | poison | schedules | gradcheck | ckpt | badfiles | profile | micro | recompute | budget | fusions | progress | sample
+#   CHECK: falling | rerun | noreuse | poison | schedules | gradcheck | ckpt | badfiles | profile | micro | recompute | budget | fusions | progress | sample | evalonly
 set -u
 gc=$1 graph=$2 dir=$3 check=$4
 mkdir -p "$dir"
@@ -380,6 +380,46 @@ print("sample row:", r[0]["name"], r[0]["bytes"], "bytes at", r[0]["offset"])' |
     ./t_fused --threads 2 --steps 3 --grad-clip 1 --weight-decay 0.1 --sample 64 >r.out 2>&1 || { cat r.out; fail "--grad-clip 1 --weight-decay 0.1 --sample 64"; }
     grep -q '^--- sample: 64 tokens' r.out || fail "no sample: $(cat r.out)"
     ./t_fused --help | grep -qi "not available" && fail "--help still says something is not available"
+    ;;
+evalonly)  # validation with the classifier fused (its forward gives the loss; the dx, dw it also writes
+           # go to planned storage and change no later step) and --eval-only of a checkpoint
+    python3 -c 'import struct, random
+r = random.Random(5); t = [r.randrange(256) for _ in range(6000)]
+open("val.bin", "wb").write(struct.pack("<256i", 20240520, 1, len(t), *[0] * 253) + struct.pack("<%dH" % len(t), *t))' ||
+        fail "val shard"
+    compile t_fused
+    compile t_unfused --no-fuse=classifier
+    vals() { sed -n 's/.*"step":\([0-9]*\),"loss":\([^,]*\),.*"val_loss":\([^,}]*\).*/\1 \2 \3/p' "$1"; }
+    for p in t_fused t_unfused; do
+        ./$p --threads 2 --steps 10 --val-data val.bin --val-every 5 --val-batches 3 --log $p.jsonl --ckpt-dir ck_$p \
+            --save $p.bin >/dev/null || fail "$p with validation"
+        vals $p.jsonl >$p.val
+    done
+    [ "$(wc -l <t_fused.val)" -eq 2 ] || fail "fused: no val losses: $(cat t_fused.jsonl)"
+    cmp -s t_fused.val t_unfused.val || { paste t_fused.val t_unfused.val; fail "fused and unfused val losses differ"; }
+    ./t_fused --threads 2 --steps 10 --log noval.jsonl >/dev/null || fail "run without validation"
+    sed -n 's/.*"step":10,"loss":\([^,]*\),.*/\1/p' noval.jsonl >a.txt
+    sed -n 's/^10 \([^ ]*\) .*/\1/p' t_fused.val >b.txt
+    cmp -s a.txt b.txt || { cat a.txt b.txt; fail "validating between steps changed the training loss"; }
+    ev() { sed -n 's/.*"eval_loss":\([^,}]*\).*/\1/p' "$1"; }
+    ./t_fused --threads 2 --init t_fused.bin --eval-only --val-data val.bin --val-batches 3 --log e1.jsonl >e1.out ||
+        fail "--eval-only --init"
+    ./t_unfused --threads 2 --init t_fused.bin --eval-only --val-data val.bin --val-batches 3 --log e2.jsonl >/dev/null ||
+        fail "unfused --eval-only --init"
+    ./t_fused --threads 2 --resume ck_t_fused --eval-only --val-data val.bin --val-batches 3 --log e3.jsonl >e3.out ||
+        fail "--eval-only --resume"
+    grep -q '^resume: step 10 ' e3.out || fail "--eval-only --resume loaded no checkpoint: $(cat e3.out)"
+    grep -q '^eval loss [0-9.]* (mean over 3 batches of val.bin)$' e1.out || fail "no eval line: $(cat e1.out)"
+    grep -q '^step ' e1.out && fail "--eval-only trained"
+    w=$(sed -n 's/^10 [^ ]* //p' t_fused.val)    # the val loss after step 10: the same parameters
+    for e in e1 e2 e3; do
+        [ "$(ev $e.jsonl)" = "$w" ] || fail "$e: eval loss $(ev $e.jsonl), the run's val loss at step 10 $w"
+    done
+    echo "eval loss of the step-10 checkpoint: $w (--init fused, unfused, --resume)"
+    ./t_fused --threads 2 --eval-only --init t_fused.bin >x.out 2>x.err && fail "--eval-only without --val-data ran"
+    grep -q 'error: --eval-only needs --val-data' x.err || fail "message: $(cat x.err)"
+    ./t_fused --threads 2 --init t_fused.bin --eval-only --val-data val.bin --sample 16 | grep -q '^--- sample: 16 tokens' ||
+        fail "--eval-only --sample"
     ;;
 *) fail "unknown check $check" ;;
 esac
