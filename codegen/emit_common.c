@@ -273,7 +273,7 @@ void emit_kernel_call(FILE *f, const Graph *g, const Op *op)
         fprintf(f, "{ const gc_adamw_tensor u[] = {");
         emit_update_tensor(f, g, op);
         fprintf(f, "}; if (ctx->gnorm_sq%s) gc_update_sumsq(u, 1, ctx->gnorm_sq); "
-                   "gc_adamw_multi(u, 1, ctx->lr, ctx->beta1, ctx->beta2, ctx->eps, ctx->t); }\n",
+                   "gc_update_apply(u, 1, ctx); }\n",
                 norm_condition(g, op));
         return;
     case OP_ALLREDUCE:
@@ -296,11 +296,22 @@ void emit_kernel_call(FILE *f, const Graph *g, const Op *op)
         call_head(f, g, "gc_gather", op, NULL, 0);
         fprintf(f, ", %ldL, %d);\n", in0->numel, (int)op->attr[3]);
         return;
-    case OP_CLASSIFIER: {
+    case OP_CLASSIFIER: {   /* --sample (ctx->sample_row = r+1): row r's logits only, into out[5] */
         const Tensor *w = &g->t[op->in[1]];
-        call_head(f, g, "gc_classifier", op, NULL, 0);
-        fprintf(f, ", %ldL, %ldL, %ldL, %ldL, %ldL, %.9ef, %s);\n", in0->numel / w->shape[1], w->shape[1],
-                w->shape[0], (long)op->attr[0], (long)op->attr[1], op->attr[2], acc);
+        long C = w->shape[1], Vp = w->shape[0];
+        fprintf(f, "if (ctx->sample_row) gc_matmul%s(", in0->dtype == DT_BF16 ? "_bf16_f32" : "");
+        emit_tensor_ptr(f, g, op->out[5]);
+        fputs(", ", f);
+        emit_tensor_ptr(f, g, op->in[0]);
+        fprintf(f, " + (ctx->sample_row - 1) * %ldL, ", C);
+        emit_tensor_ptr(f, g, op->in[1]);
+        fprintf(f, ", 1, 1, %ldL, %ldL, 0, 1, 0);\n        else ", Vp, C);
+        int first = 1;
+        fprintf(f, "gc_classifier%s(", variant(g, op));
+        ptrs(f, g, op->out, 5, &first);
+        ptrs(f, g, op->in, op->nin, &first);
+        fprintf(f, ", %ldL, %ldL, %ldL, %ldL, %ldL, %.9ef, %s);\n", in0->numel / C, C, Vp, (long)op->attr[0],
+                (long)op->attr[1], op->attr[2], acc);
         return;
     }
     case OP_ATTENTION: case OP_ATTENTION_BWD: {
@@ -324,7 +335,8 @@ void emit_kernel_call(FILE *f, const Graph *g, const Op *op)
 
 /* poison_at[s]: the first arena root whose storage dies at step s, chained
  * through next[]; a root with an in-place child hands its storage on and is
- * not poisoned, nor is the loss (the host reads it after the step). */
+ * not poisoned, nor are the loss and the --sample row (the host reads them
+ * after the step). */
 static void poison_lists(const Graph *g, int *poison_at, int *next)
 {
     char *handed = xcalloc((size_t)g->nt, 1);
@@ -336,7 +348,7 @@ static void poison_lists(const Graph *g, int *poison_at, int *next)
     for (int t = g->nt - 1; t >= 0; t--) {
         const Tensor *x = &g->t[t];
         if (x->last < 0 || x->last >= g->nsched || x->view_of >= 0 || x->region != RG_ARENA || t == g->loss ||
-            handed[t])
+            t == g->sample_logits || handed[t])
             continue;
         next[t] = poison_at[x->last];
         poison_at[x->last] = t;
@@ -578,6 +590,9 @@ void emit_program_struct(FILE *f, const Graph *g, const EmitOptions *opt)
     fprintf(f, "    .loss_off = %zuu,\n    .logits_off = %zuu,\n    .logits_cols = %ldL,\n", g->t[g->loss].offset,
             logits >= 0 ? g->t[logits].offset : 0,
             logits >= 0 ? g->t[logits].shape[g->t[logits].rank - 1] : 0);
+    const Tensor *row = g->sample_logits >= 0 ? &g->t[g->sample_logits] : NULL;
+    fprintf(f, "    .sample_off = %zuu,\n    .sample_cols = %ldL,\n", row ? row->offset : 0,
+            row ? row->shape[row->rank - 1] : 0);
     fprintf(f, "    .flops_per_step = %.6e,\n", flops);
     fprintf(f, "    .device_reserve_bytes = %zuu,\n", strcmp(opt->target, "cuda") ? (size_t)0 : GC_CUDA_RESERVE_BYTES);
     fprintf(f, "    .lr = %.9ef, .beta1 = %.9ef, .beta2 = %.9ef, .eps = %.9ef, .weight_decay = %.9ef,\n", g->lr,
@@ -682,7 +697,7 @@ static void emit_update_group(FILE *f, const Graph *g, int k, int n)
             fprintf(f, "            if (ctx->gnorm_sq%s)\n                gc_update_sumsq(u + %d, 1, ctx->gnorm_sq);\n",
                     norm_condition(g, &g->ops[g->sched[k + i]]), i);
     }
-    fprintf(f, "            gc_adamw_multi(u, %d, ctx->lr, ctx->beta1, ctx->beta2, ctx->eps, ctx->t);\n"
+    fprintf(f, "            gc_update_apply(u, %d, ctx);\n"
                "        }\n", n);
 }
 

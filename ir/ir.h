@@ -193,6 +193,10 @@ typedef struct Graph {
     int *params; int nparams;   /* tensor ids, declaration order */
     int *inputs; int ninputs;   /* tensor ids, declaration order */
     int loss;                   /* tensor id of the minimised scalar, -1 */
+    int sample_logits;          /* tensor id of the one row of logits --sample reads after a
+                                   forward (the fused classifier's, passes/fuse_classifier.c);
+                                   -1: none. Like the loss, live to the last step, never
+                                   poisoned, never given away in place */
     /* optimizer (AdamW) */
     double lr, beta1, beta2, eps, weight_decay;
     /* schedule: op ids in execution order (filled by passes/schedule.c) */

@@ -152,6 +152,10 @@ typedef struct StepCost {
     double recompute_flops;  /* FLOPs of the recompute ops per step */
     double peak_flops;       /* the matmul peak MFU is measured against */
     double mfu;              /* flops / seconds / peak_flops */
+    double norm_pass_seconds;  /* what --grad-clip adds to a program that updates inside its
+                                  backward (fused-opt): a first forward and backward whose
+                                  updates only add up their gradients' squares (0: the
+                                  program keeps every gradient, plain schedule) */
 } StepCost;
 /* The predicted step of the scheduled graph g on d (fwd, bwd and recompute
  * ops once per micro-batch); per_op[op id] (may be NULL) gets each op's cost.

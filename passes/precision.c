@@ -43,7 +43,7 @@ void pass_precision(Graph *g)
         else if (g->ops[o].kind == OP_ATTENTION && !g->ops[o].dead)
             keep[g->ops[o].out[1]] = 1;      /* lse */
         else if (g->ops[o].kind == OP_CLASSIFIER && !g->ops[o].dead)
-            keep[g->ops[o].out[4]] = 1;      /* rowloss: N doubles */
+            keep[g->ops[o].out[4]] = keep[g->ops[o].out[5]] = 1;   /* rowloss: N doubles; the --sample row */
     /* the bf16 copies of the parameters */
     int *copy = xmalloc((size_t)nt0 * sizeof(int));   /* master id -> copy id */
     for (int i = 0; i < nt0; i++)

@@ -149,6 +149,12 @@ void gc_adamw_multi(const gc_adamw_tensor *u, int n, float lr, float beta1, floa
  * before each update when ctx->gnorm_sq is set, so a program that updates
  * inside its backward (fused-opt) still yields the step's global norm. */
 void gc_update_sumsq(const gc_adamw_tensor *u, int n, double *acc);
+struct gc_ctx;
+/* (grad_norm.c) The update of u[0..n) as the emitted step calls it after
+ * gc_update_sumsq: nothing in a norm pass (ctx->norm_pass), else the
+ * gradients multiplied by ctx->grad_scale when it is neither 0 nor 1 (the
+ * clipping factor, --grad-clip), then gc_adamw_multi. */
+void gc_update_apply(const gc_adamw_tensor *u, int n, const struct gc_ctx *ctx);
 
 /* Fill `bytes` bytes at p with quiet NaNs (debug builds: end of a lifetime). */
 void gc_poison(void *p, size_t bytes);
@@ -289,6 +295,12 @@ typedef struct gc_ctx {
                                     group (= rank without tp): ZeRO shards, norms */
     double *gnorm_sq;            /* when set, each update adds its gradients' sum of squares here
                                     (gc_update_sumsq; the trainer's norm in fused-opt programs) */
+    int norm_pass;               /* 1: the updates only add up gnorm_sq, nothing is updated (the
+                                    first of a clipped fused-opt step's two passes) */
+    float grad_scale;            /* 0 or 1: none; else each update's gradient is multiplied by it
+                                    first (the clipping factor of a fused-opt step's second pass) */
+    long sample_row;             /* 0: training; r+1: a forward for --sample, the fused classifier
+                                    computing only row r's logits (gc_program.sample_off) */
 } gc_ctx;
 
 /* --profile: the emitted step calls GC_PROF(ctx, -1) on entry and
@@ -330,7 +342,12 @@ typedef struct gc_program {
     size_t region_bytes[GC_NREGIONS];
     /* byte offsets in the arena of the step's inputs and outputs */
     size_t tokens_off, targets_off, loss_off, logits_off;
-    long logits_cols;             /* Vp: row length of the logits tensor */
+    long logits_cols;             /* Vp: row length of the logits tensor (0: none) */
+    /* the fused classifier's --sample row (fp32, sample_cols = Vp values at
+     * arena byte sample_off), written by a forward run with ctx->sample_row
+     * set; sample_cols 0: none */
+    size_t sample_off;
+    long sample_cols;
     double flops_per_step;        /* forward + backward + optimizer (model FLOPs: recompute not counted) */
     size_t device_reserve_bytes;  /* device memory needed beyond the regions (CUDA context, kernel images, cuBLASLt) */
     /* optimizer defaults from the graph's `optimizer` statement */

@@ -298,6 +298,7 @@ typedef struct {
     double comm_timeout;             /* --comm-timeout S: split programs' collective watchdog (0: off) */
     int shuffle, no_prefetch;        /* --shuffle, --no-prefetch */
     int profile;
+    int eval_only;                   /* --eval-only: validate the loaded model, no training */
     long print_every;                /* --print-every N; 0: not given (1 off a terminal) */
     double peak_flops;               /* --peak-flops X (FLOP/s); 0: the device's or compiled-in */
     unsigned long long seed;
@@ -419,13 +420,19 @@ void gcrt_progress_free(gcrt_run *st);
 /* The --profile table: categories by time, largest first. */
 void gcrt_print_profile(const gcrt_run *st, long nsteps, double step_ms);
 
+/* A step of a fused-opt program under --grad-clip: a norm pass, the global
+ * norm (group_sum over ranks, NULL for one process), then the updates scaled
+ * by the clipping factor; fills si->loss, gnorm, skipped. */
+void gcrt_clipped_fused_step(gcrt_run *st, gcrt_step_info *si, double (*group_sum)(gcrt_run *, double));
+
 /* ---------------------------------------------------------------- split_step.c */
 /* One training step of a split program (st->ctx.nranks > 1) on the batch in
  * st->inputs/targets, every rank taking the same decisions: with
  * prog->upd_grads (plain schedule) the global gradient norm over ranks
  * first, then --skip-nonfinite and --grad-clip as one process does; else
  * (fused-opt) --skip-nonfinite on the mean forward loss and, under --log,
- * the norm the updates add up. */
+ * the norm the updates add up; with --grad-clip a norm pass first
+ * (gcrt_clipped_fused_step). */
 void gcrt_split_step(gcrt_run *st, gcrt_step_info *si);
 /* 1 on every rank when v is non-zero on some rank (v itself when not split). */
 int gcrt_group_any(gcrt_run *st, int v);

@@ -54,3 +54,15 @@ n2=$(count 1) n3=$(count 2)
 [ -n "$want" ] && [ -n "$n2" ] && [ -n "$n3" ] || fail "launch counts missing (compiler '$want', emulator '$n2' '$n3')"
 [ $((n3 - n2)) -eq "$want" ] || fail "the emulator launched $((n3 - n2)) kernels per step, gcompile counts $want"
 echo "launches per step: $want (compiler) = $((n3 - n2)) (emulator) ok"
+# --sample (the classifier fused unless FLAGS say otherwise: one row's logits into the planned sample
+# row, gc_matmul[_bf16_f32] with M = 1): from the CPU target's checkpoint, fp32 draws the CPU's tokens
+# (logits within TF32 rounding; a draw that close to a boundary would be a 1e-4 event), bf16 a sample
+./train_cpu --steps 3 --seed 1 --save m.bin >/dev/null 2>&1 || fail "train_cpu --save"
+sample() { "./$1" --init m.bin --steps 0 --seed 3 --sample 24 2>&1 | sed '1,/^--- sample/d'; }   # may hold newlines
+sample train_cpu >cpu.sample
+sample train_emu >emu.sample
+[ "$(wc -c <emu.sample)" -ge 25 ] || fail "emulated --sample: $(cat emu.sample)"
+if [ "$prec" = fp32 ]; then
+    cmp -s cpu.sample emu.sample || { cat cpu.sample emu.sample; fail "the CUDA program sampled other tokens"; }
+fi
+echo "sample ok: $(cat emu.sample)"
