@@ -233,12 +233,14 @@ def main():
     cmd = [a.gcompile, a.graph, "--target", "cpu", "-o", exe, "--config", a.config] + a.flag
     for dv in a.defs:
         cmd += ["-D", dv]
+    if a.np > 1:   # B is per rank: np ranks train the reference's batch of B rows together
+        cmd += ["-D", f"B={d['B'] // a.np}"]
     run(cmd)
     hp = dict(lr=a.lr, beta1=0.9, beta2=0.95, eps=1e-8, wd=0.1)
     tokfile, init, final, log = (os.path.join(a.work, f) for f in ("tok.bin", "init.bin", "final.bin", "log.jsonl"))
     tokens = write_tokens(tokfile, d["B"] * d["T"] * 3 + 7, d["V"], 7)   # wraps after 3 batches
     env = dict(os.environ, OMP_NUM_THREADS="2")
-    launch = ["mpirun", "--oversubscribe", "-np", str(a.np)] if a.np > 1 else []
+    launch = ["mpirun", "--allow-run-as-root", "--oversubscribe", "--mca", "btl", "self,vader", "-np", str(a.np)] if a.np > 1 else []
     run(launch + [exe, "--steps", "0", "--save", init], env=env)
     if os.path.exists(log):
         os.remove(log)
