@@ -606,6 +606,11 @@ int op_launches(const Graph *g, const Op *op, size_t ws)
         int nout = (op->out[1] >= 0) + (op->out[2] >= 0);
         return (op->out[0] >= 0) + (nout ? colsum_launches(N, C, 2, ws) : 0);
     }
+    case OP_RMSNORM_BWD: {              /* dw's column sum, then dx (norm_rope_cuda.cu) */
+        const Tensor *x = T(1);
+        long C = x->rank ? x->shape[x->rank - 1] : 1, N = x->numel / (C ? C : 1);
+        return (op->out[0] >= 0) + (op->out[1] >= 0 ? colsum_launches(N, C, 1, ws) : 0);
+    }
     case OP_EMBEDDING_BWD:
         return embedding_bwd_launches(T(1)->numel, op->acc, ws);
     case OP_MATMUL_BIAS: {              /* a bias under 16-byte aligned: added by a second kernel */
