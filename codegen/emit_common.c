@@ -277,6 +277,16 @@ void emit_kernel_call(FILE *f, const Graph *g, const Op *op)
         call_head(f, g, "gc_rmsnorm_fwd", op, NULL, 0);
         fprintf(f, ", %ldL, %ldL, %.9ef);\n", in0->numel / last_dim(in0), last_dim(in0), op->attr[0]);
         return;
+    case OP_ADD_RMSNORM: {
+        const Tensor *x = &g->t[op->out[0]];
+        call_head(f, g, "gc_add_rmsnorm_fwd", op, NULL, 0);
+        fprintf(f, ", %ldL, %ldL, %.9ef);\n", x->numel / last_dim(x), last_dim(x), op->attr[0]);
+        return;
+    }
+    case OP_SWIGLU_BWD:
+        call_head(f, g, "gc_swiglu_bwd", op, NULL, 0);
+        fprintf(f, ", %ldL, %s);\n", g->t[op->in[1]].numel, acc);
+        return;
     case OP_RMSNORM_BWD: {
         const Tensor *x = &g->t[op->in[1]];
         call_head(f, g, "gc_rmsnorm_bwd", op, NULL, 0);

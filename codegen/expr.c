@@ -26,6 +26,7 @@ const char *ew_expr(const Op *op)
     case OP_RELU_BWD: return "x0 > 0.0f ? x1 : 0.0f * x0";
     case OP_TANH_BWD: return "gc_tanh_grad(x0) * x1";
     case OP_GELU_ERF_BWD: return "gc_gelu_erf_grad(x0) * x1";
+    case OP_SWIGLU:   return "x0 * gc_sigmoid(x0) * x1";   /* silu's text, then mul's: the unfused bits */
     default:          return NULL;
     }
 }

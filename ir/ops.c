@@ -34,7 +34,7 @@ int op_inplace_ok(const Graph *g, const Op *op, int i)
         return 1;                 /* dy or y */
     case OP_CROSS_ENTROPY_BWD:
         return i == 1;            /* dlogits over logits */
-    case OP_ADD_LAYERNORM:
+    case OP_ADD_LAYERNORM: case OP_ADD_RMSNORM:
         return i < 2;             /* x (the sum) over a residual operand, as the add it replaced */
     default:
         return op_info[op->kind].cls == OPC_EW;
@@ -438,6 +438,9 @@ double op_flops(const Graph *g, const Op *op)
     case OP_CONCAT: case OP_NARROW: case OP_NARROW_BWD: case OP_REPEAT: return 0;
     case OP_REPEAT_BWD: case OP_MEAN: return in0;
     case OP_MEAN_BWD: return n;
+    case OP_SWIGLU: return 6 * n;
+    case OP_SWIGLU_BWD: return 12 * (double)T(1)->numel;
+    case OP_ADD_RMSNORM: return 5 * n;
     case OP_GELU: return 8 * n;
     case OP_GELU_BWD: return 16 * n;
     case OP_LAYERNORM: return 8 * n;

@@ -117,6 +117,10 @@ void gc_causal_mask_bwd(gc_real *dx, const gc_real *dy, long batch, long T, int 
 /* out (N, C) = x * rstd * w per row, rstd = 1/sqrt(mean(x^2) + eps) (N,
  * saved for the backward). */
 void gc_rmsnorm_fwd(gc_real *out, gc_real *rstd, const gc_real *x, const gc_real *w, long N, long C, float eps);
+/* x = ra + rb (the residual add), then gc_rmsnorm_fwd(out, rstd, x, w) in
+ * one pass over the rows (fuse_layernorm.c); x may be ra or rb */
+void gc_add_rmsnorm_fwd(gc_real *x, gc_real *out, gc_real *rstd, const gc_real *ra, const gc_real *rb,
+                        const gc_real *w, long N, long C, float eps);
 /* dx (bit 0) = rstd (g - xhat mean(g xhat)), g = dy w, xhat = x rstd; dw
  * (bit 1) = column sums of dy xhat; either may be NULL. */
 void gc_rmsnorm_bwd(gc_real *dx, gc_real *dw, const gc_real *dy, const gc_real *x, const gc_real *w,
@@ -127,6 +131,9 @@ void gc_rmsnorm_bwd(gc_real *dx, gc_real *dw, const gc_real *dy, const gc_real *
  * inverse: the opposite rotation (sin -> -sin), the backward. The cos/sin
  * are computed in double from t, i, theta on every call. */
 void gc_rope(gc_real *y, const gc_real *x, long batch, long T, long hs, double theta, int inverse, int acc);
+/* The backward of h = silu(a) * b (fuse_swiglu.c), n elements: da (bit 0)
+ * = dh b silu'(a), db (bit 1) = dh silu(a), silu recomputed from a. */
+void gc_swiglu_bwd(gc_real *da, gc_real *db, const gc_real *dh, const gc_real *a, const gc_real *b, long n, int acc);
 
 /* ---------------------------------------------------------------- shape_cpu.c / shape_cuda.cu */
 

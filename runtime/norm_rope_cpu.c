@@ -1,4 +1,5 @@
-/* norm_rope_cpu.c — the CPU kernels of rmsnorm and rope (gc_runtime.h,
+/* norm_rope_cpu.c — the CPU kernels of rmsnorm (with the residual add),
+ * rope and the SwiGLU backward (gc_runtime.h,
  * section "norm_rope_cpu.c / norm_rope_cuda.cu").
  *
  * As kernels_cpu.c: row statistics and column sums accumulate in double and
@@ -14,22 +15,42 @@
 
 #define PAR_MIN_WORK 32768L
 #define COL_BLOCK 64L
+#if GC_REAL_IS_DOUBLE
+#define gc_exp exp
+#else
+#define gc_exp expf   /* as the emitted silu's gc_sigmoid */
+#endif
 
 /* ------------------------------------------------------------------ rmsnorm */
+
+/* one row: the sum of squares in double, rstd rounded once */
+static inline void rmsnorm_row(gc_real *o, gc_real *rstd, const gc_real *xr, const gc_real *w, long C, float eps)
+{
+    double s = 0.0;
+    for (long i = 0; i < C; i++)
+        s += (double)xr[i] * (double)xr[i];
+    gc_real rs = (gc_real)(1.0 / sqrt(s / (double)C + (double)eps));
+    for (long i = 0; i < C; i++)
+        o[i] = xr[i] * rs * w[i];
+    *rstd = rs;
+}
 
 void gc_rmsnorm_fwd(gc_real *out, gc_real *rstd, const gc_real *x, const gc_real *w, long N, long C, float eps)
 {
     #pragma omp parallel for schedule(static) if (N * C >= PAR_MIN_WORK)
+    for (long r = 0; r < N; r++)
+        rmsnorm_row(out + r * C, rstd + r, x + r * C, w, C, eps);
+}
+
+void gc_add_rmsnorm_fwd(gc_real *x, gc_real *out, gc_real *rstd, const gc_real *ra, const gc_real *rb,
+                        const gc_real *w, long N, long C, float eps)
+{
+    #pragma omp parallel for schedule(static) if (N * C >= PAR_MIN_WORK)
     for (long r = 0; r < N; r++) {
-        const gc_real *xr = x + r * C;
-        double s = 0.0;
+        gc_real *xr = x + r * C;
         for (long i = 0; i < C; i++)
-            s += (double)xr[i] * (double)xr[i];
-        gc_real rs = (gc_real)(1.0 / sqrt(s / (double)C + (double)eps));
-        gc_real *o = out + r * C;
-        for (long i = 0; i < C; i++)
-            o[i] = xr[i] * rs * w[i];
-        rstd[r] = rs;
+            xr[i] = ra[r * C + i] + rb[r * C + i];
+        rmsnorm_row(out + r * C, rstd + r, xr, w, C, eps);
     }
 }
 
@@ -105,4 +126,22 @@ void gc_rope(gc_real *y, const gc_real *x, long batch, long T, long hs, double t
         }
     }
     free(tab);
+}
+
+/* ------------------------------------------------------------------ swiglu */
+
+/* the arithmetic of the elementwise silu, silu_bwd and mul ops (codegen/expr.c)
+ * in the same order, so the fused backward gives the unfused bits */
+void gc_swiglu_bwd(gc_real *da, gc_real *db, const gc_real *dh, const gc_real *a, const gc_real *b, long n, int acc)
+{
+    #pragma omp parallel for schedule(static) if (n >= PAR_MIN_WORK)
+    for (long i = 0; i < n; i++) {
+        gc_real x = a[i], sg = (gc_real)1 / ((gc_real)1 + gc_exp(-x));
+        gc_real s = x * sg;                                      /* silu(a) */
+        gc_real ds = dh[i] * b[i];
+        gc_real ga = sg * ((gc_real)1 + x * ((gc_real)1 - sg)) * ds;
+        gc_real gb = dh[i] * s;
+        da[i] = (acc & 1) ? da[i] + ga : ga;
+        db[i] = (acc & 2) ? db[i] + gb : gb;
+    }
 }
