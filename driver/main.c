@@ -544,8 +544,8 @@ static Graph *lower_front(Ast *ast, DriverOptions o)
             if (!o.split_auto)
                 fprintf(stderr, "gcompile: error: --split tp=%d: no matmul pair can be cut over %d ranks (a column "
                         "matmul x @ Wᵀ whose following ops run on 1/%d of its output until a row matmul contracts "
-                        "it; with GPT-2: the head count and 4·C must divide by %d)\n", o.split.tp, o.split.tp,
-                        o.split.tp, o.split.tp);
+                        "it; with GPT-2: the head count and 4·C must divide by %d; with Llama: NKV and F)\n", o.split.tp,
+                        o.split.tp, o.split.tp, o.split.tp);
             graph_free(g);
             return NULL;
         }

@@ -226,6 +226,7 @@ def main():
     ap.add_argument("--lr", type=float, default=1e-3)
     ap.add_argument("--flag", action="append", default=[], help="a gcompile flag (--flag=--no-fuse)")
     ap.add_argument("--np", type=int, default=1, help="mpirun -np N (split programs)")
+    ap.add_argument("--tp", type=int, default=1, help="the tensor-parallel group size of the split (--split tp=K)")
     a = ap.parse_args()
     os.makedirs(a.work, exist_ok=True)
     d = dims_of(a.gcompile, a.graph, a.config, a.defs)
@@ -233,8 +234,8 @@ def main():
     cmd = [a.gcompile, a.graph, "--target", "cpu", "-o", exe, "--config", a.config] + a.flag
     for dv in a.defs:
         cmd += ["-D", dv]
-    if a.np > 1:   # B is per rank: np ranks train the reference's batch of B rows together
-        cmd += ["-D", f"B={d['B'] // a.np}"]
+    if a.np // a.tp > 1:   # B is per data-parallel group: np/tp groups train the reference's B rows together
+        cmd += ["-D", f"B={d['B'] // (a.np // a.tp)}"]
     run(cmd)
     hp = dict(lr=a.lr, beta1=0.9, beta2=0.95, eps=1e-8, wd=0.1)
     tokfile, init, final, log = (os.path.join(a.work, f) for f in ("tok.bin", "init.bin", "final.bin", "log.jsonl"))
