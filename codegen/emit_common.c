@@ -93,6 +93,15 @@ static void call_head(FILE *f, const Graph *g, const char *fn, const Op *op, con
 
 static long last_dim(const Tensor *t) { return t->rank ? t->shape[t->rank - 1] : 1; }
 
+/* the product of t's dims before axis ax */
+static long shape_outer(const Tensor *t, int ax)
+{
+    long n = 1;
+    for (int i = 0; i < ax; i++)
+        n *= t->shape[i];
+    return n;
+}
+
 /* With micro-batches (passes/microbatch.c): the outputs (bit i) of op that
  * are parameter gradients it overwrites; they accumulate when ctx->micro > 0. */
 static int micro_acc_mask(const Graph *g, const Op *op)
@@ -262,6 +271,65 @@ void emit_kernel_call(FILE *f, const Graph *g, const Op *op)
         fprintf(f, "}; ");
         call_head(f, g, "gc_permute", op, NULL, 0);
         fprintf(f, ", %d, shape, perm, %s); }\n", in0->rank, acc);
+        return;
+    }
+    case OP_RMSNORM:
+        call_head(f, g, "gc_rmsnorm_fwd", op, NULL, 0);
+        fprintf(f, ", %ldL, %ldL, %.9ef);\n", in0->numel / last_dim(in0), last_dim(in0), op->attr[0]);
+        return;
+    case OP_ADD_RMSNORM: {
+        const Tensor *x = &g->t[op->out[0]];
+        call_head(f, g, "gc_add_rmsnorm_fwd", op, NULL, 0);
+        fprintf(f, ", %ldL, %ldL, %.9ef);\n", x->numel / last_dim(x), last_dim(x), op->attr[0]);
+        return;
+    }
+    case OP_SWIGLU_BWD:
+        call_head(f, g, "gc_swiglu_bwd", op, NULL, 0);
+        fprintf(f, ", %ldL, %s);\n", g->t[op->in[1]].numel, acc);
+        return;
+    case OP_RMSNORM_BWD: {
+        const Tensor *x = &g->t[op->in[1]];
+        call_head(f, g, "gc_rmsnorm_bwd", op, NULL, 0);
+        fprintf(f, ", %ldL, %ldL, %s);\n", x->numel / last_dim(x), last_dim(x), acc);
+        return;
+    }
+    case OP_ROPE: case OP_ROPE_BWD: {   /* (batch, T, hs) */
+        long hs = last_dim(in0), T = in0->shape[in0->rank - 2];
+        call_head(f, g, "gc_rope", op, NULL, 0);
+        fprintf(f, ", %ldL, %ldL, %ldL, %.17g, %d, %s);\n", in0->numel / (T * hs), T, hs, op->attr[0],
+                op->kind == OP_ROPE_BWD, acc);
+        return;
+    }
+    case OP_CONCAT: {   /* rows of a's then b's elements along the axis and below */
+        long in[2];
+        long outer = shape_outer(&g->t[op->out[0]], (int)op->attr[0]);
+        for (int i = 0; i < 2; i++)
+            in[i] = g->t[op->in[i]].numel / (outer ? outer : 1);
+        call_head(f, g, "gc_concat", op, NULL, 0);
+        fprintf(f, ", %ldL, %ldL, %ldL, %s);\n", outer, in[0], in[1], acc);
+        return;
+    }
+    case OP_NARROW: case OP_NARROW_BWD: {   /* x: outer rows of nx elements, [start, start+len) of each */
+        const Tensor *x = op->kind == OP_NARROW ? in0 : out0;
+        int ax = (int)op->attr[2];
+        long outer = shape_outer(x, ax), inner = x->numel / (outer * x->shape[ax]);
+        call_head(f, g, op->kind == OP_NARROW ? "gc_narrow" : "gc_narrow_bwd", op, NULL, 0);
+        fprintf(f, ", %ldL, %ldL, %ldL, %ldL, %s);\n", outer, x->shape[ax] * inner, (long)op->attr[0] * inner,
+                (long)op->attr[1] * inner, acc);
+        return;
+    }
+    case OP_REPEAT: case OP_REPEAT_BWD: {   /* x (outer, d, inner) -> (outer, d*n, inner) */
+        const Tensor *x = op->kind == OP_REPEAT ? in0 : out0;
+        int ax = (int)op->attr[1];
+        long outer = shape_outer(x, ax), inner = x->numel / (outer * x->shape[ax]);
+        call_head(f, g, op->kind == OP_REPEAT ? "gc_repeat" : "gc_repeat_bwd", op, NULL, 0);
+        fprintf(f, ", %ldL, %ldL, %ldL, %ldL, %s);\n", outer, x->shape[ax], (long)op->attr[0], inner, acc);
+        return;
+    }
+    case OP_MEAN: case OP_MEAN_BWD: {
+        const Tensor *x = op->kind == OP_MEAN ? in0 : out0;
+        call_head(f, g, op->kind == OP_MEAN ? "gc_mean_rows" : "gc_mean_bwd", op, NULL, 0);
+        fprintf(f, ", %ldL, %ldL, %s);\n", x->numel / last_dim(x), last_dim(x), acc);
         return;
     }
     case OP_FILL:   /* zeros of unused gradient bytes: once, before the first micro-batch's writes */

@@ -299,6 +299,7 @@ static int add_op(Builder *b, Op *proto, Loc loc)
            ones are named after it: "h0.att.matmul" */
         char *target = b->depth ? xasprintf("%s.%s", b->target, op_info[proto->kind].name) : xstrdup(b->target);
         char *base = proto->kind == OP_LAYERNORM ? xasprintf("%s%s", target, aux[k])
+                   : proto->kind == OP_RMSNORM ? xasprintf("%s%s", target, aux[k ? 2 : 0])
                    : nout > 1 ? xasprintf("%s.%d", target, k) : xstrdup(target);
         free(target);
         char *name = unique_name(b, base);
@@ -319,16 +320,18 @@ static int add_op(Builder *b, Op *proto, Loc loc)
 
 static Value tensor_value(int t) { return (Value){.k = V_TENSOR, .t = t}; }
 
-/* A binary op on two tensors (+ -> add; the smaller operand second). */
+/* A binary op on two tensors (+ -> add, * -> mul: the smaller operand
+ * second; - -> sub: the second must be the smaller). */
 static Value tensor_binop(Builder *b, Expr *e, Value x, Value y)
 {
-    if (e->op != '+') {
+    OpKind kind = e->op == '+' ? OP_ADD : e->op == '*' ? OP_MUL : e->op == '-' ? OP_SUB : OP_COUNT;
+    if (kind == OP_COUNT) {
         diag_error(e->loc, "operator '%c' is not defined on tensors (use an op such as scale)",
                    e->op < 256 ? e->op : '?');
         return NONE;
     }
-    Op proto = {.kind = OP_ADD, .nin = 2, .in = {x.t, y.t}};
-    if (b->g->t[x.t].rank < b->g->t[y.t].rank) {   /* broadcast operand goes second */
+    Op proto = {.kind = kind, .nin = 2, .in = {x.t, y.t}};
+    if (kind != OP_SUB && b->g->t[x.t].rank < b->g->t[y.t].rank) {   /* broadcast operand goes second */
         proto.in[0] = y.t;
         proto.in[1] = x.t;
     }
@@ -365,6 +368,35 @@ static Value eval_math(Builder *b, Expr *e)
         return NONE;
     }
     return mk_float(log(x));
+}
+
+/* split(x, parts, axis) along an axis other than 0: one narrow (a copy)
+ * per part, returned as a list as the view split's outputs are */
+static Value split_axis(Builder *b, const Op *proto, Loc loc)
+{
+    const Tensor *x = &b->g->t[proto->in[0]];
+    long parts = (long)proto->attr[0];
+    int ax = (int)proto->attr[1];
+    if (parts < 1 || parts > IR_MAXIO || x->shape[ax] % parts) {
+        diag_error(loc, "split: cannot split axis %d of size %ld into %ld parts (1..%d parts that divide it)", ax,
+                   x->shape[ax], parts, IR_MAXIO);
+        return NONE;
+    }
+    Value v = {.k = V_LIST, .n = (int)parts, .i = -1};   /* i = -1: a tensor list */
+    const char *saved = b->target;
+    for (long k = 0; k < parts; k++) {
+        long len = b->g->t[proto->in[0]].shape[ax] / parts;
+        Op p = {.kind = OP_NARROW, .nin = 1, .in = {proto->in[0]}, .attr = {(double)(k * len), (double)len, ax}};
+        char *name = xasprintf("%s.%ld", saved, k);
+        b->target = name;
+        int id = add_op(b, &p, loc);
+        b->target = saved;
+        free(name);
+        if (id < 0)
+            return NONE;
+        v.list[k] = b->g->ops[id].out[0];
+    }
+    return v;
 }
 
 /* name(args): a math function or an op */
@@ -474,6 +506,21 @@ static Value eval_call(Builder *b, Expr *e)
             return NONE;
         }
         proto.attr[j] = defaults[j];
+    }
+    if (kind == OP_SLICE || kind == OP_SPLIT || kind == OP_CONCAT || kind == OP_REPEAT) {
+        /* the axis attribute: negative counts from the end */
+        int slot = kind == OP_SLICE ? 2 : kind == OP_CONCAT ? 0 : 1, rank = b->g->t[proto.in[0]].rank;
+        if (proto.attr[slot] < 0)
+            proto.attr[slot] += rank;
+        if (proto.attr[slot] < 0 || proto.attr[slot] >= (rank ? rank : 1)) {
+            diag_error(e->loc, "%s: axis %g is outside [-%d, %d) (the input's rank is %d)", e->name,
+                       proto.attr[slot] - (proto.attr[slot] < 0 ? rank : 0), rank, rank, rank);
+            return NONE;
+        }
+        if (kind == OP_SLICE && proto.attr[2] != 0)   /* not a view: a copy */
+            proto.kind = OP_NARROW;
+        if (kind == OP_SPLIT && proto.attr[1] != 0)
+            return split_axis(b, &proto, e->loc);
     }
     if (kind == OP_CROSS_ENTROPY && proto.attr[0] == 0 && b->g->t[proto.in[0]].rank > 0)   /* n=0: every column
                                                           (a scalar is the shape rule's error) */
