@@ -30,7 +30,7 @@ if [ "$check" = build ]; then
     "$gc" "$graph" $dims --target cuda --emit cuda -o train.cu || fail "gcompile --emit cuda"
     "$cxx" -std=c++17 -O2 -w -I"$root/tests/cuda/shim" -I"$rt" -I"$rt/cuda" -I"$cblas" \
         -x c++ train.cu "$rt/cuda/kernels_cuda.cu" "$rt/cuda/device_cuda.cu" -x none \
-        "$hostlib" "$blas" -fopenmp -lm ${GCOMPILE_CFLAGS:-} -o t || fail "emulator build of the emitted train.cu"
+        "$hostlib" "$blas" -ljansson -fopenmp -lm ${GCOMPILE_CFLAGS:-} -o t || fail "emulator build of the emitted train.cu"
     echo "ok: built $bin/t"
     exit 0
 fi
