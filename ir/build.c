@@ -617,8 +617,8 @@ static void declare_source(Builder *b, Stmt *s, int t, ParamSource *ps)
         return;
     ps->transposed = fc->transposed;
     if (ps->transposed && ps->rank != 2) {
-        diag_error(fc->loc, "'transposed' needs a matrix per tensor; '%s' gives %d axes per tensor", s->name,
-                   ps->rank);
+        diag_error(fc->loc, "'transposed' needs a matrix per tensor; '%s' gives %d ax%s per tensor", s->name,
+                   ps->rank, ps->rank == 1 ? "is" : "es");
         ps->transposed = 0;
     }
     if (ps->transposed) {
@@ -629,8 +629,8 @@ static void declare_source(Builder *b, Stmt *s, int t, ParamSource *ps)
         return;
     TypeExpr *ty = &fc->shape;
     if (ty->ndims != ps->rank) {
-        diag_error(ty->loc, "the stored shape has %d axes; one tensor of '%s' has %d", ty->ndims, s->name,
-                   ps->rank);
+        diag_error(ty->loc, "the stored shape has %d ax%s; one tensor of '%s' has %d", ty->ndims,
+                   ty->ndims == 1 ? "is" : "es", s->name, ps->rank);
         return;
     }
     for (int k = 0; k < ty->ndims; k++) {

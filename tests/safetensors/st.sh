@@ -44,6 +44,20 @@ roundtrip)  # init from a file, save, compare tensor by tensor (bit-exact); a re
     cmp b.safetensors b2.safetensors || fail "a BF16 re-save is not byte-identical"
     ./t --steps 0 --save x.bin --save-dtype bf16 >run.out 2>run.err && fail "--save-dtype bf16 with an llm.c --save"
     grep -q 'needs --save FILE.safetensors' run.err || { cat run.err; fail "--save-dtype message"; }
+    # the plan JSON says where each parameter lives (also for zero3's shard roots)
+    for split in "" "--gpus 2 --split zero3"; do
+        "$gc" "$graph" --config tiny $DIMS $split --emit plan -o plan.json || fail "emit plan $split"
+        $py - plan.json <<'PYEOF' || fail "plan JSON checkpoint entries ($split)"
+import json, sys
+t = {x["name"]: x for x in json.load(open(sys.argv[1]))["tensors"] if x["kind"] == "param" and "checkpoint" in x}
+assert len(t) == 16, sorted(t)
+w, q = t["wte"]["checkpoint"], t["qkvw"]["checkpoint"]
+assert w == {"name": "transformer.wte.weight", "given": True, "tensors": 1, "layered": False,
+             "transposed": False, "shape": [256, 64]}, w
+assert q == {"name": "transformer.h.{l}.attn.c_attn.weight", "given": True, "tensors": 2, "layered": True,
+             "transposed": True, "shape": [64, 192]}, q
+PYEOF
+    done
     # a graph without `from` names: its tensors under the parameters' own names, whole
     "$gc" "$here/plain.graph" --target cpu -o tp >/dev/null || fail "gcompile plain.graph"
     ./tp --steps 1 --save p.safetensors >/dev/null || fail "plain save"
