@@ -3,7 +3,7 @@
 # CPU target, with models/gpt2.graph's `from` names (tiny dims, Vp > V so the
 # stored wte is a corner of the parameter). Files come from st_tool.py.
 # usage: st.sh GCOMPILE GRAPH WORKDIR CHECK
-#   CHECK: roundtrip | hf_loss | dtypes | prefix | corrupt | split
+#   CHECK: roundtrip | hf_loss | dtypes | prefix | corrupt | split | llama
 set -u
 gc=$1 graph=$2 dir=$3 check=$4
 here=$(cd "$(dirname "$0")" && pwd)
@@ -173,6 +173,28 @@ split)      # two ranks: each reads the whole file and keeps its part (dp: all o
             { cat split.err; fail "mpirun $s --save"; }
         $tool cmp hf.safetensors two.safetensors || fail "$s: the saved tensors are not the file's"
     done
+    ;;
+llama)      # models/llama.graph with Hugging Face's Llama names: a file laid out as LlamaForCausalLM's
+            # gives the loss of an independent float64 PyTorch Llama written the way transformers computes it
+            # (1e-5 relative, as hf_loss), and comes back bit for bit; NH != NKV (grouped-query attention)
+    lg=$(dirname "$graph")/llama.graph
+    [ -f "$lg" ] && grep -q 'from "model.layers.{l}.self_attn.q_proj.weight"' "$lg" || { echo "no llama.graph with from names: skipped"; exit 77; }
+    "$gc" "$lg" --config tiny --target cpu -o tl || fail "gcompile llama.graph"
+    $tool gen-llama llama.safetensors --L 2 --C 64 --V 256 --NH 4 --NKV 2 --F 160 || fail "gen-llama"
+    $tool shard shard.bin 256 2000 || fail "shard"
+    a=$(loss1 tl llama.safetensors --data shard.bin)
+    grep -q '^init: llama.safetensors (safetensors, 21 tensors read)$' run.out || { cat run.out; fail "init line"; }
+    ref=$($tool llamaloss llama.safetensors shard.bin 4 32 4 2) || fail "llamaloss"
+    echo "llama step-1 loss: program $a, PyTorch (HF Llama, float64) $ref"
+    awk -v a="$a" -v r="$ref" 'BEGIN { d = (a - r) / r; d = d < 0 ? -d : d; exit !(a != "" && d <= 1e-5) }' ||
+        fail "loss $a vs the reference $ref"
+    ./tl --steps 0 --init llama.safetensors --save out.safetensors >/dev/null || fail "llama save"
+    $tool cmp llama.safetensors out.safetensors || fail "llama round trip"
+    # BF16 weights (a real Llama file's dtype) widen exactly: the loss of the F32 file of the widened values
+    $tool gen-llama b.safetensors --L 2 --C 64 --V 256 --NH 4 --NKV 2 --F 160 --seed 2 --dtype BF16 || fail "gen"
+    ./tl --steps 0 --init b.safetensors --save bw.safetensors >/dev/null || fail "bf16 widen"
+    [ "$(loss1 tl b.safetensors --data shard.bin)" = "$(loss1 tl bw.safetensors --data shard.bin)" ] ||
+        fail "a BF16 file and its widened F32 copy give different losses"
     ;;
 *)
     fail "unknown check $check"

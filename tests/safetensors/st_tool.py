@@ -20,6 +20,11 @@ json + numpy; no safetensors library), in Hugging Face's GPT-2 layout.
       computes it (Conv1D: x @ W + b with W [in, out]; q, k, v split from
       c_attn's output; tanh GELU; logits from the tied wte), independently of
       gcompile's layout: what ./train --init FILE must give at step 1
+  gen-llama OUT --L --C --V --NH --NKV --F [--seed S] [--dtype D] [--tied 1]
+      random tensors named and laid out as Hugging Face's Llama checkpoints
+  llamaloss FILE SHARD B T NH NKV [THETA [EPS]]
+      the first batch's loss under that Llama, float64 PyTorch, as
+      LlamaForCausalLM computes it (independent of gcompile and its reference)
 """
 import json
 import math
@@ -342,6 +347,100 @@ def hfloss(path, shard_path, B, T, NH, prefix="transformer."):
     print("%.9f" % loss.item())
 
 
+def gen_llama(args):
+    """gen-llama OUT --L --C --V --NH --NKV --F [--seed] [--dtype] [--tied 1]: Hugging Face's Llama names
+    and nn.Linear layout ([out, in]); --tied 1 leaves lm_head.weight out (Llama 3.2 1B's file)."""
+    opt = {"--seed": "1", "--dtype": "F32", "--tied": "0"}
+    for i in range(0, len(args), 2):
+        opt[args[i]] = args[i + 1]
+    L, C, V, NH, NKV, F = (int(opt[k]) for k in ("--L", "--C", "--V", "--NH", "--NKV", "--F"))
+    hs = C // NH
+    rng = np.random.default_rng(int(opt["--seed"]))
+    t = {}
+
+    def add(name, shape, base=0.0, scale=0.05):
+        a = (base + rng.standard_normal(shape) * scale).astype(np.float32)
+        data, _ = encode(a, opt["--dtype"])
+        t[name] = (opt["--dtype"], shape, data)
+
+    add("model.embed_tokens.weight", (V, C))
+    for l in range(L):
+        p = "model.layers.%d." % l
+        add(p + "input_layernorm.weight", (C,), 1.0, 0.1)
+        add(p + "self_attn.q_proj.weight", (NH * hs, C))
+        add(p + "self_attn.k_proj.weight", (NKV * hs, C))
+        add(p + "self_attn.v_proj.weight", (NKV * hs, C))
+        add(p + "self_attn.o_proj.weight", (C, NH * hs))
+        add(p + "post_attention_layernorm.weight", (C,), 1.0, 0.1)
+        add(p + "mlp.gate_proj.weight", (F, C))
+        add(p + "mlp.up_proj.weight", (F, C))
+        add(p + "mlp.down_proj.weight", (C, F))
+    add("model.norm.weight", (C,), 1.0, 0.1)
+    if opt["--tied"] != "1":
+        add("lm_head.weight", (V, C))
+    write(opt["OUT"], t, {"format": "pt"})
+
+
+def llamaloss(path, shard_path, B, T, NH, NKV, theta="500000", eps="1e-5"):
+    """The first batch's mean cross-entropy under the Llama in FILE, float64, as Hugging Face's
+    LlamaForCausalLM computes it: RMSNorm x * rsqrt(mean(x^2) + eps) * w; rotary embeddings in the
+    rotate-half layout (cos/sin of positions 0..T-1 times theta^(-2i/hs), the two halves of each head);
+    repeat_kv (query head h reads key/value head h // (NH/NKV)); down(silu(gate(x)) * up(x)); a final
+    RMSNorm; lm_head (or, absent, the tied embedding)."""
+    import torch
+    import torch.nn.functional as F
+    B, T, NH, NKV, theta, eps = int(B), int(T), int(NH), int(NKV), float(theta), float(eps)
+    _, ts = read(path)
+
+    def p(name):
+        dt, shape, data = ts[name]
+        a = {"F32": lambda: np.frombuffer(data, np.float32), "F16": lambda: np.frombuffer(data, np.float16),
+             "BF16": lambda: from_bf16_bits(np.frombuffer(data, np.uint16))}[dt]()
+        return torch.tensor(a.astype(np.float32).reshape(shape), dtype=torch.float64)
+
+    with open(shard_path, "rb") as f:
+        f.seek(1024)
+        tok = np.frombuffer(f.read(2 * (B * T + 1)), np.uint16).astype(np.int64)
+    inp = torch.tensor(tok[:-1].reshape(B, T))
+    tgt = torch.tensor(tok[1:].reshape(B, T))
+    emb = p("model.embed_tokens.weight")
+    x = emb[inp]
+    C = x.shape[-1]
+    hs, rep = C // NH, NH // NKV
+    L = sum(1 for k in ts if k.endswith(".input_layernorm.weight"))
+    inv = 1.0 / theta ** (torch.arange(0, hs, 2, dtype=torch.float64) / hs)
+    fr = torch.arange(T, dtype=torch.float64)[:, None] * inv[None]
+    cos, sin = torch.cat([fr, fr], -1).cos(), torch.cat([fr, fr], -1).sin()
+
+    def rot(z):
+        z1, z2 = z[..., :hs // 2], z[..., hs // 2:]
+        return z * cos + torch.cat([-z2, z1], -1) * sin
+
+    def rms(z, w):
+        return z * torch.rsqrt(z.pow(2).mean(-1, keepdim=True) + eps) * w
+
+    mask = torch.ones(T, T, dtype=torch.bool).tril()
+    for l in range(L):
+        q_ = "model.layers.%d." % l
+        h = rms(x, p(q_ + "input_layernorm.weight"))
+        q = (h @ p(q_ + "self_attn.q_proj.weight").T).view(B, T, NH, hs).transpose(1, 2)
+        k = (h @ p(q_ + "self_attn.k_proj.weight").T).view(B, T, NKV, hs).transpose(1, 2)
+        v = (h @ p(q_ + "self_attn.v_proj.weight").T).view(B, T, NKV, hs).transpose(1, 2)
+        q, k = rot(q), rot(k)
+        k = k[:, :, None].expand(B, NKV, rep, T, hs).reshape(B, NH, T, hs)
+        v = v[:, :, None].expand(B, NKV, rep, T, hs).reshape(B, NH, T, hs)
+        att = ((q @ k.transpose(-1, -2)) / math.sqrt(hs)).masked_fill(~mask, float("-inf")).softmax(-1)
+        y = (att @ v).transpose(1, 2).reshape(B, T, C)
+        x = x + y @ p(q_ + "self_attn.o_proj.weight").T
+        h = rms(x, p(q_ + "post_attention_layernorm.weight"))
+        g = F.silu(h @ p(q_ + "mlp.gate_proj.weight").T) * (h @ p(q_ + "mlp.up_proj.weight").T)
+        x = x + g @ p(q_ + "mlp.down_proj.weight").T
+    head = p("lm_head.weight") if "lm_head.weight" in ts else emb
+    logits = rms(x, p("model.norm.weight")) @ head.T
+    loss = F.cross_entropy(logits.reshape(B * T, -1), tgt.reshape(-1))
+    print("%.9f" % loss.item())
+
+
 def main():
     cmd, rest = sys.argv[1], sys.argv[2:]
     if cmd == "gen":
@@ -358,6 +457,10 @@ def main():
         shard(*rest)
     elif cmd == "hfloss":
         hfloss(*rest)
+    elif cmd == "gen-llama":
+        gen_llama(["OUT", rest[0]] + rest[1:])
+    elif cmd == "llamaloss":
+        llamaloss(*rest)
     else:
         raise SystemExit(__doc__)
 
