@@ -567,6 +567,33 @@ static void emit_param_source(FILE *f, const Graph *g, int i)
     fprintf(f, "%s}, ", ps->rank ? "" : "0");
     emit_cstr(f, where, (int)strlen(where));
     free(where);
+    if (ps->nalts)
+        fprintf(f, ", %d, ST_ALTS_%d", ps->nalts, i);
+    else
+        fprintf(f, ", 0, NULL");
+}
+
+/* The alternative names of each parameter that has some (`from "…" | "…"`):
+ * ST_ALTS_i, pre/post pairs as gc_param_info.st_alts reads them. */
+static void emit_param_alts(FILE *f, const Graph *g)
+{
+    for (int i = 0; g->psrc && i < g->nparams; i++) {
+        const ParamSource *ps = &g->psrc[i];
+        if (!ps->nalts)
+            continue;
+        fprintf(f, "static const char *const ST_ALTS_%d[] = {", i);
+        for (int k = 0; k < ps->nalts; k++) {
+            const PsrcName *a = &ps->alt[k];
+            fprintf(f, "%s", k ? ", " : "");
+            emit_cstr(f, a->name, a->pre_len);
+            fprintf(f, ", ");
+            if (ps->layers)
+                emit_cstr(f, a->name + a->post_off, (int)strlen(a->name + a->post_off));
+            else
+                fprintf(f, "NULL");
+        }
+        fprintf(f, "};\n");
+    }
 }
 
 void emit_program_struct(FILE *f, const Graph *g, const EmitOptions *opt)
@@ -575,6 +602,7 @@ void emit_program_struct(FILE *f, const Graph *g, const EmitOptions *opt)
     static const char *const init[] = {"GC_INIT_ZEROS", "GC_INIT_ZEROS", "GC_INIT_ONES", "GC_INIT_NORMAL"};
     emit_shards(f, g);
     int nupd_grads = emit_upd_grads(f, g);
+    emit_param_alts(f, g);
     fprintf(f, "static const gc_param_info PARAMS[] = {\n");
     long off = 0, scale = g->params_sharded ? g->nranks : 1;   /* zero3: numel is one rank's */
     for (int i = 0; i < g->nparams; i++) {

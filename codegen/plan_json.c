@@ -100,6 +100,12 @@ static json_t *psource_json(const ParamSource *ps)
     for (int k = 0; k < ps->rank; k++)
         json_array_append_new(shape, jint(ps->sshape[k]));
     json_object_set_new(o, "name", json_string(ps->name));
+    if (ps->nalts) {
+        json_t *alts = json_array();
+        for (int k = 0; k < ps->nalts; k++)
+            json_array_append_new(alts, json_string(ps->alt[k].name));
+        json_object_set_new(o, "alternatives", alts);
+    }
     json_object_set_new(o, "given", json_boolean(ps->given));
     json_object_set_new(o, "tensors", jint(ps->layers ? ps->layers : 1));
     json_object_set_new(o, "layered", json_boolean(ps->layers > 0));

@@ -41,6 +41,9 @@ typedef struct TypeExpr {
 typedef struct FromClause {
     char *name;         /* the string's text, without the quotes */
     Loc loc;            /* the string */
+    char **alts;        /* `| "…"` after it: names tried in turn when a file lacks the first */
+    Loc *alt_locs;
+    int nalts;
     int transposed;
     int has_shape;      /* the stored shape below was given */
     TypeExpr shape;     /* dims only (dtype NULL) */

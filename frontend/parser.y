@@ -86,6 +86,7 @@ static void add_name(struct LexState *ls, Stmt *s, const char *name, Loc loc, Ex
     Stmt *stmt;
     struct { Stmt **v; int n; } stmts;
     TypeExpr type;
+    struct FromClause *from;
 }
 
 %token NL "newline"
@@ -103,6 +104,7 @@ static void add_name(struct LexState *ls, Stmt *s, const char *name, Loc loc, Ex
 %type <stmts> stmts
 %type <type> type dims
 %type <ival> opt_transposed
+%type <from> from_names
 
 %nonassoc EQ NE '<' '>' LE GE
 %left '+' '-'
@@ -135,7 +137,7 @@ stmt
     | REQUIRE expr              { $$ = stmt(ls, S_REQUIRE, @1); $$->value = $2; }
     /* input NAME : type */
     | INPUT IDENT ':' type      { $$ = stmt(ls, S_INPUT, @1); $$->name = $2; $$->name_loc = L(ls, @2); $$->type = $4; }
-    /* param NAME : type [= init] (nodecay | from STRING [transposed] ['[' dims ']'])* */
+    /* param NAME : type [= init] (nodecay | from STRING ('|' STRING)* [transposed] ['[' dims ']'])* */
     | PARAM IDENT ':' type opt_init param_mods
                                 { $$ = $6; $$->kind = S_PARAM; $$->loc = L(ls, @1); $$->name = $2;
                                   $$->name_loc = L(ls, @2); $$->type = $4; $$->value = $5; }
@@ -184,21 +186,29 @@ opt_init
 param_mods
     : %empty                    { $$ = stmt(ls, S_PARAM, @$); }
     | param_mods NODECAY        { $$ = $1; $$->nodecay++; $$->nodecay_loc = L(ls, @2); }
-    | param_mods FROM STRING opt_transposed
+    | param_mods FROM from_names opt_transposed
                                 { $$ = $1; $$->from_loc = L(ls, @2);
                                   if (!$$->nfrom++) {
-                                      $$->from = ast_alloc(ls->pool, sizeof *$$->from);
-                                      memset($$->from, 0, sizeof *$$->from);
-                                      $$->from->name = $3; $$->from->loc = L(ls, @3); $$->from->transposed = (int)$4;
+                                      $$->from = $3; $$->from->transposed = (int)$4;
                                   } }
-    | param_mods FROM STRING opt_transposed '[' dims ']'
+    | param_mods FROM from_names opt_transposed '[' dims ']'
                                 { $$ = $1; $$->from_loc = L(ls, @2);
                                   if (!$$->nfrom++) {
-                                      $$->from = ast_alloc(ls->pool, sizeof *$$->from);
-                                      memset($$->from, 0, sizeof *$$->from);
-                                      $$->from->name = $3; $$->from->loc = L(ls, @3); $$->from->transposed = (int)$4;
+                                      $$->from = $3; $$->from->transposed = (int)$4;
                                       $$->from->has_shape = 1; $$->from->shape = $6; $$->from->shape.loc = L(ls, @5);
                                   } }
+    ;
+
+/* from_names = STRING ('|' STRING)* */
+from_names
+    : STRING                    { $$ = ast_alloc(ls->pool, sizeof *$$); $$->name = $1; $$->loc = L(ls, @1); }
+    | from_names '|' STRING     { $$ = $1;
+                                  int n = $$->nalts;
+                                  ast_push(ls->pool, (void ***)&$$->alts, &n, $3);
+                                  Loc *locs = ast_grow(ls->pool, $$->alt_locs, $$->nalts, sizeof *locs);
+                                  locs[$$->nalts] = L(ls, @3);
+                                  $$->alt_locs = locs;
+                                  $$->nalts++; }
     ;
 
 opt_transposed

@@ -610,6 +610,8 @@ static void declare_source(Builder *b, Stmt *s, int t, ParamSource *ps)
     }
     if (lead)
         ps->layers = p->shape[0];
+    for (int k = 0; fc && k < fc->nalts; k++)
+        psrc_add_alt(ps, fc->alts[k], fc->alt_locs[k]);
     ps->rank = p->rank - lead;
     for (int k = 0; k < ps->rank; k++)
         ps->pshape[k] = ps->sshape[k] = p->shape[k + lead];

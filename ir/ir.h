@@ -180,6 +180,13 @@ typedef struct Dim {
 /* Where a parameter's values live in a safetensors checkpoint (psource.c,
  * docs/checkpoints.md): the graph's `from "NAME" [transposed] [[stored
  * shape]]`, or without one the parameter's own name, whole. */
+#define PSRC_MAX_ALTS 4
+typedef struct PsrcName {
+    char *name;             /* a template as written; "{l}" the index along axis 0 */
+    int pre_len;            /* layered: the text before '{' … */
+    int post_off;           /* … and where the text after '}' starts */
+    Loc loc;
+} PsrcName;
 typedef struct ParamSource {
     char *name;             /* the template as written; "{l}" the index along axis 0 */
     Loc loc;                /* of the string (the parameter's name without a `from`) */
@@ -188,6 +195,9 @@ typedef struct ParamSource {
                                index of axis 0 (the template has a {…}) */
     int pre_len;            /* layered: the template's text before '{' … */
     int post_off;           /* … and where the text after '}' starts */
+    PsrcName alt[PSRC_MAX_ALTS];  /* `| "…"`: tried in turn when a file lacks `name` (a tied
+                               lm_head read from the embedding); saves use `name` */
+    int nalts;
     int transposed;         /* the file holds each tensor's matrix transposed */
     int rank;               /* one tensor's axes (the parameter's, less axis 0 when layered) */
     long pshape[IR_MAXRANK];  /* one tensor as the parameter holds it */
@@ -336,6 +346,10 @@ Graph *ir_build(struct Ast *ast, const BuildOptions *opt);
  * user error reports it at loc (the column of the offending character when
  * known) and returns -1. */
 int psrc_parse(ParamSource *ps, const char *name, Loc loc);
+/* Adds an alternative name (`| "…"`), parsed and checked as psrc_parse does
+ * and layered as the first; -1 after a located error. Call after the first
+ * name's layers are known. */
+int psrc_add_alt(ParamSource *ps, const char *name, Loc loc);
 /* Tensor k's name (layered: the template with k in place of {…}) into buf. */
 void psrc_tensor_name(const ParamSource *ps, long k, char *buf, size_t len);
 /* Located errors for two parameters whose tensors share a name; -1 if any. */

@@ -79,6 +79,26 @@ int psrc_parse(ParamSource *ps, const char *name, Loc loc)
     return 0;
 }
 
+int psrc_add_alt(ParamSource *ps, const char *name, Loc loc)
+{
+    if (ps->nalts == PSRC_MAX_ALTS) {
+        diag_error(loc, "at most %d names after the first in a 'from'", PSRC_MAX_ALTS);
+        return -1;
+    }
+    ParamSource t = {0};
+    int rc = psrc_parse(&t, name, loc);
+    if (rc == 0 && (t.layers > 0) != (ps->layers > 0)) {
+        diag_error(loc, "every name of a 'from' has a '{…}' or none has (the first %s)",
+                   ps->layers ? "has" : "has none");
+        rc = -1;
+    }
+    if (rc == 0)
+        ps->alt[ps->nalts++] = (PsrcName){t.name, t.pre_len, t.post_off, loc};
+    else
+        free(t.name);
+    return rc;
+}
+
 void psrc_tensor_name(const ParamSource *ps, long k, char *buf, size_t len)
 {
     if (!ps->layers)
@@ -154,6 +174,8 @@ void psrc_print(FILE *f, const ParamSource *ps)
     if (!ps || !ps->given)
         return;
     fprintf(f, " from=\"%s\"", ps->name);
+    for (int k = 0; k < ps->nalts; k++)
+        fprintf(f, "|\"%s\"", ps->alt[k].name);
     if (ps->transposed)
         fprintf(f, " transposed");
     int differs = 0;

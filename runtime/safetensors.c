@@ -472,15 +472,32 @@ static int read_tensor(st_file *sf, const st_entry *e, const gc_param_info *q, f
     return 0;
 }
 
-/* The name of parameter q's tensor in sf: as the graph says, else the same
- * without its first dotted component (Hugging Face's checkpoints of the base
- * model: "transformer.h.0.ln_1.weight" saved as "h.0.ln_1.weight"). */
-static st_entry *find_tensor(st_file *sf, const char *name)
+/* Name j of tensor k of q (0: the first; 1..st_nalts: the alternatives). */
+static void tensor_name(const gc_param_info *q, int j, long k, char *name, size_t len)
 {
-    st_entry *e = st_find(sf, name);
-    const char *dot = strchr(name, '.');
-    if (!e && dot && dot[1])
-        e = st_find(sf, dot + 1);
+    const char *pre = j ? q->st_alts[2 * (j - 1)] : q->st_pre, *post = j ? q->st_alts[2 * j - 1] : q->st_post;
+    if (q->st_layers)
+        snprintf(name, len, "%s%ld%s", pre, k, post ? post : "");
+    else
+        snprintf(name, len, "%s", pre);
+}
+
+/* Tensor k of parameter q in sf: under each of its names in turn, each as
+ * the graph says, else without its first dotted component (Hugging Face's
+ * checkpoints of the base model: "transformer.h.0.ln_1.weight" saved as
+ * "h.0.ln_1.weight"). name: the first name (for messages). */
+static st_entry *find_tensor(st_file *sf, const gc_param_info *q, long k, char *name, size_t len)
+{
+    char buf[600];
+    st_entry *e = NULL;
+    for (int j = 0; !e && j <= q->st_nalts; j++) {
+        tensor_name(q, j, k, buf, sizeof buf);
+        e = st_find(sf, buf);
+        const char *dot = strchr(buf, '.');
+        if (!e && dot && dot[1])
+            e = st_find(sf, dot + 1);
+    }
+    tensor_name(q, 0, k, name, len);
     return e;
 }
 
@@ -500,15 +517,19 @@ int gcrt_st_load(float *params, const gc_program *p, const char *path, char *inf
     for (int i = 0; i < p->nparams && rc == 0; i++) {
         const gc_param_info *q = &p->params[i];
         for (long k = 0; k < (q->st_layers ? q->st_layers : 1) && rc == 0; k++) {
-            tensor_base(q, k, name, sizeof name);
-            st_entry *e = find_tensor(&sf, name);
+            st_entry *e = find_tensor(&sf, q, k, name, sizeof name);
             if (!e) {
-                char layer[48] = "";
+                char layer[48] = "", alt[160] = "";
                 if (q->st_layers)
                     snprintf(layer, sizeof layer, ", layer %ld", k);
+                if (q->st_nalts) {
+                    char an[600];
+                    tensor_name(q, 1, k, an, sizeof an);
+                    snprintf(alt, sizeof alt, " nor '%.100s'%s", an, q->st_nalts > 1 ? " nor the others" : "");
+                }
                 if (!missing++)
-                    snprintf(first, sizeof first, "'%.300s' (parameter '%.100s'%s, %.200s)", name, q->name, layer,
-                             q->st_where);
+                    snprintf(first, sizeof first, "'%.300s'%s (parameter '%.100s'%s, %.200s)", name, alt, q->name,
+                             layer, q->st_where);
                 continue;
             }
             if (e->dtype != ST_F32 && e->dtype != ST_BF16 && e->dtype != ST_F16)
@@ -531,7 +552,7 @@ int gcrt_st_load(float *params, const gc_program *p, const char *path, char *inf
         const gc_param_info *q = &p->params[i];
         for (long k = 0; k < (q->st_layers ? q->st_layers : 1) && rc == 0; k++) {
             long base = tensor_base(q, k, name, sizeof name);
-            st_entry *e = find_tensor(&sf, name);
+            st_entry *e = find_tensor(&sf, q, k, name, sizeof name);
             rc = read_tensor(&sf, e, q, params + base, buf, err, errlen);
             e->used = 1;
             nread++;

@@ -64,6 +64,18 @@ PYEOF
     ./tp --steps 0 --init p.safetensors --save p2.safetensors >/dev/null || fail "plain init"
     cmp p.safetensors p2.safetensors || fail "plain round trip"
     grep -q '"w1":{"dtype":"F32","shape":\[2,4,4\]' p.safetensors || fail "plain: w1 whole under its own name"
+    # alternative names: a file without lm_head.weight fills the untied head from the embedding
+    "$gc" "$here/alt.graph" --target cpu -o ta >/dev/null || fail "gcompile alt.graph"
+    ./ta --steps 1 --save full.safetensors >/dev/null || fail "alt save"
+    $tool eq full.safetensors lm_head.weight model.embed_tokens.weight && fail "head and embedding alike already"
+    $tool corrupt full.safetensors missing tied.safetensors lm_head.weight || fail "drop lm_head.weight"
+    ./ta --steps 0 --init tied.safetensors --save untied.safetensors >/dev/null || fail "alt init"
+    $tool eq untied.safetensors lm_head.weight model.embed_tokens.weight || fail "the head is not the embedding"
+    $tool corrupt tied.safetensors missing none.safetensors model.embed_tokens.weight || fail "drop both"
+    ./ta --steps 0 --init none.safetensors >out.txt 2>err.txt && fail "loaded without the embedding"
+    grep -q "^error: none.safetensors: no tensor 'model.embed_tokens.weight' (parameter 'wte', .*alt.graph:11:7); more are missing" err.txt ||
+        { cat err.txt; fail "message of a missing tensor"; }
+
     ;;
 hf_loss)    # the step-1 loss from a safetensors file equals the llm.c file of the same values (exactly) and
             # an independent float64 PyTorch GPT-2 with Hugging Face's Conv1D layout (1e-5 relative: the

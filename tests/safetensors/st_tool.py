@@ -10,6 +10,7 @@ json + numpy; no safetensors library), in Hugging Face's GPT-2 layout.
       (widened to fp32) as llm.c's model file, version 3 (Conv1D weights
       transposed, wte padded with zero rows to Vp)
   cmp A B           same tensors (names, dtypes, shapes, bytes); exit 1 if not
+  eq FILE A B       tensors A and B of FILE hold the same bytes (exit 1 if not)
   close A B TOL     same names, dtypes and shapes; F32 values within TOL (absolute)
   bf16of A B        B's tensors are A's F32 tensors rounded to BF16 (nearest even)
   corrupt IN KIND OUT [ARG]   a broken copy (KINDS below)
@@ -258,7 +259,7 @@ def corrupt(src, kind, dst, arg=None):
     elif kind == "missing":
         k = header[arg]
         del header[arg]       # its bytes now belong to no tensor: give them to a dummy
-        header["unused.dummy"] = {"dtype": "U8", "shape": [k["data_offsets"][1] - k["data_offsets"][0]],
+        header["unused.dummy." + arg] = {"dtype": "U8", "shape": [k["data_offsets"][1] - k["data_offsets"][0]],
                                   "data_offsets": k["data_offsets"]}
         emit(header)
     elif kind == "shape":     # same bytes, the axes swapped or regrouped
@@ -447,6 +448,9 @@ def main():
         gen(["OUT", rest[0]] + rest[1:])
     elif cmd == "cmp":
         sys.exit(cmp(*rest))
+    elif cmd == "eq":
+        _, t = read(rest[0])
+        sys.exit(0 if t[rest[1]] == t[rest[2]] else 1)
     elif cmd == "close":
         sys.exit(close(*rest))
     elif cmd == "bf16of":
