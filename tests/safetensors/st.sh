@@ -202,6 +202,13 @@ llama)      # models/llama.graph with Hugging Face's Llama names: a file laid ou
         fail "loss $a vs the reference $ref"
     ./tl --steps 0 --init llama.safetensors --save out.safetensors >/dev/null || fail "llama save"
     $tool cmp llama.safetensors out.safetensors || fail "llama round trip"
+    # a tied file (no lm_head.weight, as Llama 3.2 1B's): the untied head starts as the embedding
+    $tool gen-llama tied.safetensors --L 2 --C 64 --V 256 --NH 4 --NKV 2 --F 160 --seed 3 --tied 1 || fail "gen"
+    a=$(loss1 tl tied.safetensors --data shard.bin)
+    ref=$($tool llamaloss tied.safetensors shard.bin 4 32 4 2) || fail "llamaloss tied"
+    echo "tied llama step-1 loss: program $a, PyTorch $ref"
+    awk -v a="$a" -v r="$ref" 'BEGIN { d = (a - r) / r; d = d < 0 ? -d : d; exit !(a != "" && d <= 1e-5) }' ||
+        fail "tied: loss $a vs the reference $ref"
     # BF16 weights (a real Llama file's dtype) widen exactly: the loss of the F32 file of the widened values
     $tool gen-llama b.safetensors --L 2 --C 64 --V 256 --NH 4 --NKV 2 --F 160 --seed 2 --dtype BF16 || fail "gen"
     ./tl --steps 0 --init b.safetensors --save bw.safetensors >/dev/null || fail "bf16 widen"
