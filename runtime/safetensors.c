@@ -344,6 +344,22 @@ static st_entry *st_find(st_file *sf, const char *name)
 
 /* ---------------------------------------------------------------- parameters <-> tensors */
 
+/* q as the loader reads it: a table without checkpoint names (a program
+ * made by hand, no st_pre) names each parameter whole after itself. */
+static gc_param_info effective(const gc_param_info *q)
+{
+    gc_param_info e = *q;
+    if (!e.st_where)
+        e.st_where = "the program's table";
+    if (!e.st_pre) {
+        e.st_pre = e.name, e.st_post = NULL, e.st_layers = 0, e.st_transposed = 0, e.st_nalts = 0;
+        e.st_rank = e.rank;
+        for (int k = 0; k < e.rank; k++)
+            e.st_pshape[k] = e.st_shape[k] = e.shape[k];
+    }
+    return e;
+}
+
 /* Tensor k of parameter q: its name, and where its part of the parameter
  * starts in the whole params (elements). */
 static long tensor_base(const gc_param_info *q, long k, char *name, size_t len)
@@ -515,7 +531,8 @@ int gcrt_st_load(float *params, const gc_program *p, const char *path, char *inf
     long missing = 0;
     char first[700] = "";
     for (int i = 0; i < p->nparams && rc == 0; i++) {
-        const gc_param_info *q = &p->params[i];
+        gc_param_info qi = effective(&p->params[i]);
+        const gc_param_info *q = &qi;
         for (long k = 0; k < (q->st_layers ? q->st_layers : 1) && rc == 0; k++) {
             st_entry *e = find_tensor(&sf, q, k, name, sizeof name);
             if (!e) {
@@ -549,7 +566,8 @@ int gcrt_st_load(float *params, const gc_program *p, const char *path, char *inf
         memset(params, 0, (size_t)p->nparam_elems * sizeof *params);   /* what a stored corner leaves out */
     long nread = 0;
     for (int i = 0; i < p->nparams && rc == 0; i++) {
-        const gc_param_info *q = &p->params[i];
+        gc_param_info qi = effective(&p->params[i]);
+        const gc_param_info *q = &qi;
         for (long k = 0; k < (q->st_layers ? q->st_layers : 1) && rc == 0; k++) {
             long base = tensor_base(q, k, name, sizeof name);
             st_entry *e = find_tensor(&sf, q, k, name, sizeof name);
@@ -641,7 +659,8 @@ static char *make_header(const gc_program *p, int bf16, size_t *len)
     long long at = 0;
     char name[600];
     for (int i = 0; i < p->nparams; i++) {
-        const gc_param_info *q = &p->params[i];
+        gc_param_info qi = effective(&p->params[i]);
+        const gc_param_info *q = &qi;
         long long n = 1;
         for (int k = 0; k < q->st_rank; k++)
             n *= q->st_shape[k];
@@ -718,7 +737,8 @@ int gcrt_st_save(const char *path, const gc_program *p, const float *params, int
     out_write(&o, header, hlen);
     char name[600];
     for (int i = 0; i < p->nparams && !o.failed; i++) {
-        const gc_param_info *q = &p->params[i];
+        gc_param_info qi = effective(&p->params[i]);
+        const gc_param_info *q = &qi;
         for (long k = 0; k < (q->st_layers ? q->st_layers : 1) && !o.failed; k++)
             write_tensor(&o, q, params + tensor_base(q, k, name, sizeof name), bf16, buf);
     }
