@@ -604,12 +604,85 @@ static uint64_t state_hash(const Graph *g, const EmitOptions *opt)
     return h;
 }
 
+/* s[0..n) as a C string literal (printable ASCII; '"', '\\' and '?' escaped). */
+static void emit_cstr(FILE *f, const char *s, int n)
+{
+    fputc('"', f);
+    for (int i = 0; i < n && s[i]; i++) {
+        unsigned char c = (unsigned char)s[i];
+        if (c == '"' || c == '\\' || c == '?')
+            fprintf(f, "\\%c", c);
+        else if (c < 32 || c > 126)
+            fprintf(f, "\\%03o", c);
+        else
+            fputc(c, f);
+    }
+    fputc('"', f);
+}
+
+/* The st_* fields of parameter i's gc_param_info: where its values live in a
+ * safetensors checkpoint (ir/psource.c). Graphs built without sources (tests
+ * that make a Graph by hand) get the parameter's name, whole. */
+static void emit_param_source(FILE *f, const Graph *g, int i)
+{
+    const Tensor *p = &g->t[g->params[i]];
+    ParamSource whole = {.name = p->name, .rank = p->rank, .pre_len = (int)strlen(p->name)};
+    for (int k = 0; !g->psrc && k < p->rank; k++)
+        whole.pshape[k] = whole.sshape[k] = p->shape[k];
+    const ParamSource *ps = g->psrc ? &g->psrc[i] : &whole;
+    fprintf(f, ", ");
+    emit_cstr(f, ps->name, ps->pre_len);
+    fprintf(f, ", ");
+    if (ps->layers)
+        emit_cstr(f, ps->name + ps->post_off, (int)strlen(ps->name + ps->post_off));
+    else
+        fprintf(f, "NULL");
+    fprintf(f, ", %ldL, %d, %d, {", ps->layers, ps->transposed, ps->rank);
+    for (int k = 0; k < ps->rank; k++)
+        fprintf(f, "%s%ldL", k ? ", " : "", ps->pshape[k]);
+    fprintf(f, "%s}, {", ps->rank ? "" : "0");
+    for (int k = 0; k < ps->rank; k++)
+        fprintf(f, "%s%ldL", k ? ", " : "", ps->sshape[k]);
+    char *where = xasprintf("%s:%d:%d", p->loc.file ? p->loc.file : g->file, p->loc.line, p->loc.col);
+    fprintf(f, "%s}, ", ps->rank ? "" : "0");
+    emit_cstr(f, where, (int)strlen(where));
+    free(where);
+    if (ps->nalts)
+        fprintf(f, ", %d, ST_ALTS_%d", ps->nalts, i);
+    else
+        fprintf(f, ", 0, NULL");
+}
+
+/* The alternative names of each parameter that has some (`from "…" | "…"`):
+ * ST_ALTS_i, pre/post pairs as gc_param_info.st_alts reads them. */
+static void emit_param_alts(FILE *f, const Graph *g)
+{
+    for (int i = 0; g->psrc && i < g->nparams; i++) {
+        const ParamSource *ps = &g->psrc[i];
+        if (!ps->nalts)
+            continue;
+        fprintf(f, "static const char *const ST_ALTS_%d[] = {", i);
+        for (int k = 0; k < ps->nalts; k++) {
+            const PsrcName *a = &ps->alt[k];
+            fprintf(f, "%s", k ? ", " : "");
+            emit_cstr(f, a->name, a->pre_len);
+            fprintf(f, ", ");
+            if (ps->layers)
+                emit_cstr(f, a->name + a->post_off, (int)strlen(a->name + a->post_off));
+            else
+                fprintf(f, "NULL");
+        }
+        fprintf(f, "};\n");
+    }
+}
+
 void emit_program_struct(FILE *f, const Graph *g, const EmitOptions *opt)
 {
     emit_prof_tables(f, g);
     static const char *const init[] = {"GC_INIT_ZEROS", "GC_INIT_ZEROS", "GC_INIT_ONES", "GC_INIT_NORMAL"};
     emit_shards(f, g);
     int nupd_grads = emit_upd_grads(f, g);
+    emit_param_alts(f, g);
     fprintf(f, "static const gc_param_info PARAMS[] = {\n");
     long off = 0, scale = g->params_sharded ? g->nranks : 1;   /* zero3: numel is one rank's */
     for (int i = 0; i < g->nparams; i++) {
@@ -622,6 +695,9 @@ void emit_program_struct(FILE *f, const Graph *g, const EmitOptions *opt)
         if (g->tp)   /* this rank's part: where, and how it is cut */
             fprintf(f, ", %zuL, %d, %ldL, %ldL", p->offset / dtype_size(p->dtype), p->tp_axis,
                     p->tp_ranks ? p->tp_outer : 0, p->tp_inner);
+        else
+            fprintf(f, ", 0L, 0, 0L, 0L");
+        emit_param_source(f, g, i);
         fprintf(f, "},\n");
         off += numel;
     }

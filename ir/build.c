@@ -679,6 +679,64 @@ static int check_new_name(Builder *b, const char *name, Loc loc)
     return 0;
 }
 
+/* A parameter's checkpoint tensors (ir/psource.c): its `from` clause, or
+ * its own name, whole. ps is filled even after an error. */
+static void declare_source(Builder *b, Stmt *s, int t, ParamSource *ps)
+{
+    const Tensor *p = &b->g->t[t];
+    FromClause *fc = s->from;
+    memset(ps, 0, sizeof *ps);
+    if (s->nfrom > 1)
+        diag_error(s->from_loc, "a parameter takes one 'from'");
+    if (psrc_parse(ps, fc ? fc->name : p->name, fc ? fc->loc : s->name_loc) != 0)
+        ps->layers = 0;
+    ps->given = fc != NULL;
+    int lead = ps->layers ? 1 : 0;
+    if (lead && p->rank == 0) {
+        diag_error(fc->loc, "'{…}' names one tensor per index of the first axis, but '%s' is a scalar", s->name);
+        lead = 0, ps->layers = 0;
+    }
+    if (lead)
+        ps->layers = p->shape[0];
+    for (int k = 0; fc && k < fc->nalts; k++)
+        psrc_add_alt(ps, fc->alts[k], fc->alt_locs[k]);
+    ps->rank = p->rank - lead;
+    for (int k = 0; k < ps->rank; k++)
+        ps->pshape[k] = ps->sshape[k] = p->shape[k + lead];
+    if (!fc)
+        return;
+    ps->transposed = fc->transposed;
+    if (ps->transposed && ps->rank != 2) {
+        diag_error(fc->loc, "'transposed' needs a matrix per tensor; '%s' gives %d ax%s per tensor", s->name,
+                   ps->rank, ps->rank == 1 ? "is" : "es");
+        ps->transposed = 0;
+    }
+    if (ps->transposed) {
+        ps->sshape[0] = ps->pshape[1];
+        ps->sshape[1] = ps->pshape[0];
+    }
+    if (!fc->has_shape)
+        return;
+    TypeExpr *ty = &fc->shape;
+    if (ty->ndims != ps->rank) {
+        diag_error(ty->loc, "the stored shape has %d ax%s; one tensor of '%s' has %d", ty->ndims,
+                   ty->ndims == 1 ? "is" : "es", s->name, ps->rank);
+        return;
+    }
+    for (int k = 0; k < ty->ndims; k++) {
+        Value v = eval(b, ty->dims[k]);
+        if (v.k == V_NONE)
+            return;
+        long full = ps->sshape[k];
+        if (v.k != V_INT || v.i < 1 || v.i > full) {
+            diag_error(ty->dims[k]->loc, "a stored axis is a positive integer at most the parameter's (%ld%s)",
+                       full, ps->transposed ? ", transposed" : "");
+            return;
+        }
+        ps->sshape[k] = v.i;
+    }
+}
+
 static void declare_tensor(Builder *b, Stmt *s, TensorKind kind)
 {
     DType dt;
@@ -702,7 +760,11 @@ static void declare_tensor(Builder *b, Stmt *s, TensorKind kind)
     if (dt != DT_F32)
         diag_error(s->type.loc, "parameters must be f32 (master weights); bf16 copies come from --precision");
     g->params = xrealloc(g->params, (size_t)(g->nparams + 1) * sizeof(int));
+    g->psrc = xrealloc(g->psrc, (size_t)(g->nparams + 1) * sizeof *g->psrc);
     g->params[g->nparams++] = t;
+    declare_source(b, s, t, &g->psrc[g->nparams - 1]);
+    if (s->nodecay > 1)
+        diag_error(s->nodecay_loc, "'nodecay' given twice");
     Tensor *p = &g->t[t];
     p->decay = !s->nodecay;
     p->init = INIT_ZEROS;
@@ -1078,6 +1140,8 @@ Graph *ir_build(Ast *ast, const BuildOptions *opt)
         build_stmts(&b, ast->stmts, ast->nstmts);
     if (diag_count() == errors && b.g->loss < 0)
         diag_error((Loc){ast->file, 1, 1}, "the graph has no 'minimize' statement");
+    if (diag_count() == errors)
+        psrc_check_unique(b.g);
     if (diag_count() == errors)
         warn_unused(b.g);
     free(b.syms);

@@ -24,7 +24,7 @@ enum {
     OPT_THREADS, OPT_SAMPLE, OPT_PROFILE, OPT_GRADCHECK, OPT_GC_TOL, OPT_GC_H, OPT_HELP, OPT_VERSION,
     OPT_SAVE_EVERY, OPT_CKPT_DIR, OPT_RESUME, OPT_KEEP, OPT_WARMUP, OPT_LR_SCHEDULE, OPT_LR_FINAL_FRAC,
     OPT_GRAD_CLIP, OPT_SKIP_NONFINITE, OPT_SHUFFLE, OPT_NO_PREFETCH, OPT_PRINT_EVERY, OPT_PEAK_FLOPS,
-    OPT_COMM_TIMEOUT, OPT_EVAL_ONLY
+    OPT_COMM_TIMEOUT, OPT_EVAL_ONLY, OPT_SAVE_DTYPE
 };
 
 static const struct option long_opts[] = {
@@ -34,6 +34,7 @@ static const struct option long_opts[] = {
     {"val-batches", required_argument, 0, OPT_VAL_BATCHES},
     {"init", required_argument, 0, OPT_INIT},
     {"save", required_argument, 0, OPT_SAVE},
+    {"save-dtype", required_argument, 0, OPT_SAVE_DTYPE},
     {"steps", required_argument, 0, OPT_STEPS},
     {"lr", required_argument, 0, OPT_LR},
     {"beta1", required_argument, 0, OPT_BETA1},
@@ -97,8 +98,12 @@ static void print_help(const char *argv0, const gc_program *p)
            "  --val-data FILE      token shard for validation (default: none)\n"
            "  --val-every N        validate every N steps (default 0: only after the last step)\n"
            "  --val-batches N      batches per validation (default %d, or fewer if the shard holds fewer)\n"
-           "  --init FILE          llm.c checkpoint to start from, version 3 or 5 (default: seeded init)\n"
-           "  --save FILE          write an llm.c checkpoint (version 3) after training\n"
+           "  --init FILE          checkpoint to start from: llm.c's (version 3 or 5) or Hugging Face's\n"
+           "                       safetensors (F32, BF16 or F16 tensors, named by the graph's `from`)\n"
+           "                       (default: seeded init)\n"
+           "  --save FILE          write the parameters after training: FILE.safetensors as safetensors,\n"
+           "                       any other name as an llm.c checkpoint (version 3)\n"
+           "  --save-dtype T       f32 or bf16: the tensors of a safetensors --save (default f32)\n"
            "  --steps N            training steps (default %d); a resumed run stops at the same N\n",
            GCRT_DEFAULT_VAL_BATCHES, DEFAULT_STEPS);
     printf("  --lr X               AdamW learning rate (default %g)\n"
@@ -274,6 +279,11 @@ static int apply_flag(gcrt_options *o, int code, const char *arg)
     case OPT_VAL_DATA: o->val_data = arg; return 0;
     case OPT_INIT: o->init = arg; return 0;
     case OPT_SAVE: o->save = arg; return 0;
+    case OPT_SAVE_DTYPE:
+        if (strcmp(arg, "f32") && strcmp(arg, "bf16"))
+            return gcrt_errorf("--save-dtype: bad value '%s' (expected f32 or bf16)", arg);
+        o->save_bf16 = !strcmp(arg, "bf16");
+        return 0;
     case OPT_LOG: o->log = arg; return 0;
     case OPT_VAL_EVERY: return parse_long(code, arg, 0, BIG, &o->val_every);
     case OPT_VAL_BATCHES: return parse_long(code, arg, 1, BIG, &o->val_batches);
@@ -355,6 +365,8 @@ int gcrt_parse_flags(gcrt_options *o, int argc, char **argv, const gc_program *p
         return gcrt_errorf("--eval-only and --gradcheck exclude each other");
     if (o->resume && !o->ckpt_dir)
         o->ckpt_dir = o->resume;       /* a resumed run goes on saving where it resumed from */
+    if (o->save_bf16 && !(o->save && gcrt_st_is_save_path(o->save)))
+        return gcrt_errorf("--save-dtype bf16 needs --save FILE.safetensors (llm.c checkpoints are fp32)");
     if ((o->save_every || o->keep) && !o->ckpt_dir)
         return gcrt_errorf("--%s needs --ckpt-dir DIR (or --resume DIR)", o->save_every ? "save-every" : "keep");
     return GCRT_PARSE_RUN;

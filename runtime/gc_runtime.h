@@ -318,6 +318,24 @@ typedef struct {
     long local_offset;
     int tp_axis;
     long tp_outer, tp_inner;
+    /* its tensors in a safetensors checkpoint (safetensors.c; the graph's
+     * `from`, docs/checkpoints.md): st_layers 0: one tensor, named st_pre,
+     * holding the whole parameter; else st_layers tensors, tensor l named
+     * st_pre + l + st_post, holding index l of axis 0. One tensor has
+     * st_rank axes: st_pshape as the parameter holds it, st_shape as the
+     * file does (st_transposed: the file holds the matrix transposed); a
+     * stored axis shorter than the parameter's fills its leading part (the
+     * rest is zero on load and not saved). st_where: the parameter's
+     * "file:line:col" in the graph. st_alts: st_nalts more names (pre,
+     * post pairs, laid out as st_pre/st_post) tried in turn when a file
+     * lacks the first; saves use the first. */
+    const char *st_pre, *st_post;
+    long st_layers;
+    int st_transposed, st_rank;
+    long st_pshape[8], st_shape[8];
+    const char *st_where;
+    int st_nalts;
+    const char *const *st_alts;
 } gc_param_info;
 
 /* What a run of the step sees. gc_main fills it; the emitted step reads it. */

@@ -215,6 +215,27 @@ int gcrt_write_file(const char *path, const gcrt_part *parts, int nparts, int fl
  * before training rather than after. */
 int gcrt_output_probe(const char *path, char *err, size_t errlen);
 
+/* ---------------------------------------------------------------- safetensors.c */
+/* Hugging Face safetensors checkpoints (docs/checkpoints.md); which tensor
+ * holds which parameter comes from prog->params[].st_*. */
+/* --init: a name ending in .safetensors, or a regular file whose first 8
+ * bytes are a header length within the limit followed by '{'. */
+int gcrt_st_is_file(const char *path);
+/* --save: a name ending in .safetensors. */
+int gcrt_st_is_save_path(const char *path);
+/* Checks the whole header (every entry, every range against the file size,
+ * no duplicate names, no overlaps or gaps), then that every tensor the
+ * program names is there with its shape and an F32, BF16 or F16 dtype, then
+ * reads them into params (host, nparam_elems floats, widened to fp32; what a
+ * smaller stored shape leaves out is zero). info (may be NULL) gets a
+ * one-line account of what was read. */
+int gcrt_st_load(float *params, const gc_program *prog, const char *path, char *info, size_t infolen,
+                 char *err, size_t errlen);
+/* Writes every parameter's tensors as F32 (bf16: BF16, rounded to nearest
+ * even) atomically: path.tmp, fsync, rename; on failure nothing is left. */
+int gcrt_st_save(const char *path, const gc_program *prog, const float *params, int bf16, char *err,
+                 size_t errlen);
+
 /* ---------------------------------------------------------------- ranks.c */
 /* Rank `rank` of `nranks`'s part (BT tokens) of the next global batch of
  * nranks·BT tokens: the rows one process with nranks·B rows would give it;
@@ -288,6 +309,7 @@ enum { GCRT_DEFAULT_VAL_BATCHES = 8, GCRT_AVG_STEPS = 20 };   /* GCRT_AVG_STEPS:
 /* Everything the command line sets. */
 typedef struct {
     const char *data, *val_data, *init, *save, *log;
+    int save_bf16;                   /* --save-dtype bf16 (safetensors saves) */
     long steps, val_every, val_batches, threads, sample, gradcheck;
     const char *ckpt_dir, *resume;   /* --ckpt-dir, --resume */
     long save_every, keep;

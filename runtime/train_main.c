@@ -157,7 +157,13 @@ static int prepare_params(gcrt_run *st)
         printf("init: seeded (seed %llu)\n", st->o.seed);
         return 0;
     }
-    char err[512];
+    char err[1024], info[512] = "";
+    if (gcrt_st_is_file(st->o.init)) {
+        if (gcrt_st_load(st->params, p, st->o.init, info, sizeof info, err, sizeof err) != 0)
+            return gcrt_errorf("%s", err);
+        printf("init: %s (%s)\n", st->o.init, info);
+        return 0;
+    }
     if (gcrt_ckpt_load(st->params, p, st->o.init, err, sizeof err) != 0)
         return gcrt_errorf("%s", err);
     printf("init: %s\n", st->o.init);

@@ -15,7 +15,7 @@ rt=$root/runtime
 "$gc" "$graph" --config tiny --target cuda --precision "$prec" $flags --emit cuda -o train.cu || fail "gcompile --emit cuda"
 "$cxx" -std=c++17 -O2 -w -I"$root/tests/cuda/shim" -I"$rt" -I"$rt/cuda" -I"$cblas" \
     -x c++ train.cu "$rt/cuda/kernels_cuda.cu" "$rt/cuda/device_cuda.cu" -x none \
-    "$hostlib" "$blas" -fopenmp -lm ${GCOMPILE_CFLAGS:-} -o train_emu || fail "emulator build of the emitted train.cu"
+    "$hostlib" "$blas" -ljansson -fopenmp -lm ${GCOMPILE_CFLAGS:-} -o train_emu || fail "emulator build of the emitted train.cu"
 "$gc" "$graph" --config tiny --target cpu $flags -o train_cpu || fail "gcompile --target cpu"
 ./train_cpu --steps "$steps" --seed 1 --log cpu.jsonl >cpu.out 2>&1 || fail "train_cpu: $(cat cpu.out)"
 ./train_emu --steps "$steps" --seed 1 --log emu.jsonl >emu.out 2>&1 || fail "train_emu: $(cat emu.out)"

@@ -55,7 +55,7 @@ for prec in $precs; do
         if [ $v = on ]; then [ "$n" -gt 0 ] || fail "no $fn in the fused program"
         else [ "$n" -eq 0 ] || fail "$fn in the program compiled with --no-fuse=$kind"; fi
         "$cxx" -std=c++17 -O2 -w $inc -x c++ $prec.$v.cu -x none kernels_cuda.o device_cuda.o \
-            "$hostlib" "$blas" -fopenmp -lm ${GCOMPILE_CFLAGS:-} -o $prec.$v || fail "emulator build ($prec $v)"
+            "$hostlib" "$blas" -ljansson -fopenmp -lm ${GCOMPILE_CFLAGS:-} -o $prec.$v || fail "emulator build ($prec $v)"
         ./$prec.$v --steps "$steps" --seed 1 --log $prec.$v.jsonl >$prec.$v.out 2>&1 || fail "$prec $v: $(cat $prec.$v.out)"
         sed -n 's/.*"loss":\([^,}]*\).*/\1/p' $prec.$v.jsonl >$v.loss
         [ $kind = bgrad ] || continue

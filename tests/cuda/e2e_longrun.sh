@@ -14,7 +14,7 @@ rt=$root/runtime
 "$gc" "$graph" --config tiny --target cuda --schedule plain --emit cuda -o train.cu || fail "gcompile --emit cuda"
 "$cxx" -std=c++17 -O2 -w -I"$root/tests/cuda/shim" -I"$rt" -I"$rt/cuda" -I"$cblas" \
     -x c++ train.cu "$rt/cuda/kernels_cuda.cu" "$rt/cuda/device_cuda.cu" -x none \
-    "$hostlib" "$blas" -fopenmp -lm ${GCOMPILE_CFLAGS:-} -o train_emu || fail "emulator build of the emitted train.cu"
+    "$hostlib" "$blas" -ljansson -fopenmp -lm ${GCOMPILE_CFLAGS:-} -o train_emu || fail "emulator build of the emitted train.cu"
 "$gc" "$graph" --config tiny --target cpu --schedule plain -o train_cpu || fail "gcompile --target cpu"
 flags="--seed 1 --lr 1e-3 --warmup 2 --lr-schedule cosine --lr-final-frac 0.1 --grad-clip 0.5"
 ./train_cpu --steps 4 $flags --log cpu.jsonl >cpu.out 2>&1 || fail "train_cpu: $(cat cpu.out)"
