@@ -488,6 +488,8 @@ def dce(spec):
         return list(reversed(keep))
 
     spec["post"] = sweep(spec["post"])
+    if all(n["op"] == "alias" and n["in"] == ["x"] for n in spec["loop"]):
+        spec["loop"] = []     # a loop that does nothing
     if spec["loop"] and "x" in need:
         # the body reads the carry it writes: sweep until no new names
         body = spec["loop"]

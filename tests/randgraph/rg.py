@@ -25,6 +25,7 @@ import json
 import math
 import os
 import random
+import re
 import shutil
 import struct
 import subprocess
@@ -66,6 +67,12 @@ ULP = 2.0 ** -23
 LEVERS = ["default", "nofuse", "noreuse", "poison", "rc_sel", "rc_full", "rc_list", "micro",
           "plain", "dp2", "zero3", "tp2"]
 MPI_LEVERS = {"dp2", "zero3", "tp2"}
+
+
+def lever_rng(spec, lever):
+    """a lever's own draws (K, the per-layer list): the same in a campaign,
+    a smoke run, a check and the shrinker"""
+    return random.Random(f"{spec['seed']}:{lever}")
 
 
 def lever_flags(name, spec, r):
@@ -222,26 +229,63 @@ class Fail(Exception):
 
 
 def known_alias(spec):
-    """issue 20 (1): add(a, y) where y is, or is an add of, a matmul that
-    reads a itself (x + (matmul(x, W) + z)); the autodiff alias fix (helper
-    i20a) is not in this branch yet"""
+    """issue 20 (1) and its class: add(a, y) where y is an add one of whose
+    operands is made by an op that reads a itself: x + (matmul(x, W) + z),
+    also x + (gelu(x) + gelu(x)), (x + x) + x ... (found by this tester, seeds
+    42 and 98, regress/alias_*); the autodiff alias fix (helper i20a) is not
+    in this branch yet"""
+    prod = {}
+    for sec in ("pre", "post", "loop"):   # "x": the loop's carry (the previous layer's) wins
+        prod.update({o: n for n in spec[sec] for o in n["out"]})
+
+    def producer(y):
+        seen = 0
+        while y in prod and prod[y]["op"] == "alias" and seen < 4:
+            y, seen = prod[y]["in"][0], seen + 1
+        return prod.get(y)
+
     for sec in ("pre", "loop", "post"):
-        prod = {o: n for n in spec[sec] for o in n["out"]}
         for n in spec[sec]:
             if n["op"] != "add":
                 continue
             for a, y in ((n["in"][0], n["in"][1]), (n["in"][1], n["in"][0])):
-                ny = prod.get(y)
+                ny = producer(y)
                 if ny is None:
                     continue
                 # x + matmul(x, W) alone is right (tested); the wrong case adds first
-                cands = [prod[i] for i in ny["in"] if ny["op"] == "add" and i in prod]
-                if any(c["op"] == "matmul" and a in c["in"] for c in cands):
+                cands = [producer(i) for i in ny["in"] if ny["op"] == "add" and producer(i)]
+                if any(a in c["in"] for c in cands):
                     return True
     return False
 
 
 KNOWN_ALIAS_OPEN = True   # set False once main has i20a's "autodiff:" alias fix
+
+
+def known_layers(spec, lever, kind, msg):
+    """split_updates.c numbers the updates of a parameter's gradient views
+    view_offset / bytes as if they were a layer stack; a sliced parameter
+    (its rows [3, 6) and the zero-filled rest) gives an update layer 1 in a
+    graph with L = 1, so graph_layers() counts too many and a per-layer
+    --recompute list of L letters is refused (regress/rc_list_slice_layers)"""
+    m = re.search(r"--recompute \w+ names (\d+) layers?; the graph has (\d+)", msg)
+    return lever == "rc_list" and kind == "compile" and m and int(m.group(2)) > int(m.group(1))
+
+
+# (predicate(spec, lever, kind, msg), the mark printed); a match is reported as
+# known, not as a failure, until the bug is fixed and its entry removed
+KNOWN = [
+    (lambda spec, lever, kind, msg: KNOWN_ALIAS_OPEN and kind in ("loss", "param") and known_alias(spec),
+     "known: fixed by autodiff alias rule (issue 20 (1))"),
+    (known_layers, "known: split_updates layer numbering of sliced params (not fixed)"),
+]
+
+
+def known(spec, lever, kind, msg):
+    for pred, mark in KNOWN:
+        if pred(spec, lever, kind, msg):
+            return mark
+    return None
 
 
 class Runner:
@@ -292,7 +336,7 @@ class Runner:
             base_bits = None
             order = ["default"] + [l for l in levers if l != "default"]
             for lever in order:
-                fl = lever_flags(lever, spec, r)
+                fl = lever_flags(lever, spec, lever_rng(spec, lever))
                 if fl is None:
                     continue
                 flags, kind, k, bitsame = fl
@@ -301,8 +345,11 @@ class Runner:
                     c = self.compile(d, graph, prog, flags)
                     if c.returncode != 0:
                         msg = c.stderr.strip().splitlines()
-                        if lever == "tp2" and c.returncode == 1 and any("tp" in m for m in msg):
-                            stats["levers"][lever] = "refused"   # tp=2 cuts only certain patterns
+                        if lever in MPI_LEVERS and c.returncode == 1 and refused(msg):
+                            # a split's stated limits (tp=2 cuts only column/row matmul pairs,
+                            # zero3 shards only even parameters): a located error, counted
+                            stats["levers"][lever] = "refused"
+                            stats.setdefault("refused", []).append(refused(msg))
                             continue
                         raise Fail(lever, "compile", " | ".join(msg)[-500:])
                     ranks = 2 if lever in MPI_LEVERS else 1
@@ -330,6 +377,16 @@ class Runner:
 
 
 STATS = {"loss": 0.0, "param": 0.0}   # the worst |diff| / tolerance seen (rg.py --margins)
+
+
+def refused(msg):
+    """the reason a split refuses a graph, when it is one of its stated limits"""
+    text = " ".join(msg)
+    for pat, why in ((r"no matmul pair can be cut", "tp: no column/row matmul pair"),
+                     (r"elements, not a multiple of \d+ ranks", "zero3: a parameter's size is not a multiple of the ranks")):
+        if re.search(pat, text):
+            return why
+    return None
 
 
 def compare(lever, losses, params, rl, rp, vals, spec):
@@ -394,18 +451,24 @@ def substitute(spec, sec, idx):
         return None
 
 
-def shrink(runner, spec, lever, kind, log=print, budget=120):
+def shrink(runner, spec, lever, kind, msg0="", log=print, budget=150):
     """greedy delta debugging over the spec: drop nodes (uses rewired to a
     same-shaped tensor), drop the loop's layers, fewer steps; keep a change
     when the same lever still fails the same way"""
     tries = 0
 
+    def key(msg):   # a compile error or crash must stay the same one
+        if kind not in ("compile", "crash"):
+            return None
+        m = re.sub(r"/\S+", "", msg.split(" | ")[0])
+        return m[:160]
+
     def fails(s):
         nonlocal tries
         tries += 1
-        r = random.Random(s["seed"])
+        r = random.Random(s["seed"] * 31 + 1)
         fs, _ = runner.check(s, [lever], r=r, tag="shrink")
-        return any(f.lever == lever and f.kind == kind for f in fs)
+        return any(f.lever == lever and f.kind == kind and key(f.msg) == key(msg0) for f in fs)
 
     cur = spec
     changed = True
@@ -462,13 +525,13 @@ def report_failure(runner, spec, lever, kind, msg, out, do_shrink=True):
     print(f"FAIL seed {spec['seed']}: {lever}: {kind}: {msg}", file=out)
     s = spec
     if do_shrink:
-        s = shrink(runner, spec, lever, kind, log=lambda m: None)
+        s = shrink(runner, spec, lever, kind, msg, log=lambda m: None)
     path = os.path.join(runner.work, f"shrunk_seed{spec['seed']}_{lever}_{kind}.graph")
     with open(path, "w") as f:
         f.write(gen.to_graph(s))
-    print(f"  shrunk graph ({gen.count_nodes(s)} ops, {path}); flags: "
-          f"{' '.join(lever_flags(lever, s, random.Random(s['seed']))[0]) if lever_flags(lever, s, random.Random(s['seed'])) else ''}",
-          file=out)
+    fl = lever_flags(lever, s, lever_rng(s, lever))
+    print(f"  shrunk graph ({gen.count_nodes(s)} ops, {path}); lever {lever}: "
+          f"gcompile --target cpu {' '.join(fl[0]) if fl else ''}", file=out)
     print("  " + "\n  ".join(l for l in gen.to_graph(s).splitlines()[1:]), file=out)
     return s
 
@@ -514,13 +577,15 @@ def cmd_run(a, seeds, levers_for, title):
         for k, v in o.items():
             ops[k] = ops.get(k, 0) + v
         nodes += sum(o.values())
-        for l in st["levers"]:
-            lev[l] = lev.get(l, 0) + 1
+        for l, v in st["levers"].items():
+            k = l + (" (refused)" if v == "refused" else "")
+            lev[k] = lev.get(k, 0) + 1
         spec = gen.generate(seed)
         for lever, kind, msg in fs:
-            if KNOWN_ALIAS_OPEN and kind in ("loss", "param") and known_alias(spec):
+            mark = known(spec, lever, kind, msg)
+            if mark:
                 nknown += 1
-                print(f"known: fixed by autodiff alias rule (issue 20 (1)): seed {seed} {lever}: {kind}")
+                print(f"{mark}: seed {seed} {lever}: {kind}: {msg[:160]}")
                 continue
             nfail += 1
             failed.append((spec, lever, kind, msg))
@@ -540,7 +605,8 @@ def cmd_run(a, seeds, levers_for, title):
                                                     tag="regress")
         nreg += 1
         for f in fs:
-            if mark and KNOWN_ALIAS_OPEN:
+            if mark and known(spec, f.lever, f.kind, f.msg):
+                nknown += 1
                 print(f"known: {mark}: {os.path.basename(path)}: {f}")
                 continue
             nfail += 1
@@ -555,6 +621,11 @@ def cmd_run(a, seeds, levers_for, title):
 
 
 def main():
+    try:
+        import torch  # noqa: F401
+    except ImportError:
+        print("randgraph: SKIPPED: this Python has no torch (set GC_TORCH_PYTHON)")
+        return 77
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("cmd", choices=["smoke", "campaign", "check", "shrink"])
     ap.add_argument("what", nargs="*")
@@ -608,7 +679,7 @@ def main():
         return rc
     if a.cmd == "shrink":
         spec = gen.generate(int(a.what[0]))
-        fs, _ = runner.check(spec, [a.lever])
+        fs, _ = runner.check(spec, [a.lever], r=random.Random(spec["seed"] * 31 + 1))
         fs = [f for f in fs if f.lever == a.lever]
         if not fs:
             print("does not fail")
