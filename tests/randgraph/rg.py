@@ -259,7 +259,7 @@ def known_alias(spec):
     return False
 
 
-KNOWN_ALIAS_OPEN = True   # set False once main has i20a's "autodiff:" alias fix
+KNOWN_ALIAS_OPEN = False  # main has i20a's "autodiff:" alias fix (may_share); True would mark its class known
 
 
 def known_layers(spec, lever, kind, msg):
