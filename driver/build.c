@@ -51,6 +51,10 @@ static const char *runtime_lib(void)
     return d && *d ? d : GC_RUNTIME_LIB;
 }
 
+#ifndef GC_JANSSON_LIB
+#define GC_JANSSON_LIB "-ljansson"   /* the runtime's safetensors headers (CMakeLists.txt: the library's path) */
+#endif
+
 #ifndef GC_PROGRAM_CFLAGS
 #define GC_PROGRAM_CFLAGS ""   /* sanitizer builds: the runtime's -fsanitize flags (CMakeLists.txt) */
 #endif
@@ -80,7 +84,8 @@ static int build_cpu(const Graph *g, const char *src, const char *exe, const Dri
     int n = 8;
     n = add_words(argv, n, 40, GC_PROGRAM_CFLAGS, &w1);
     n = add_words(argv, n, 80, env ? env : "", &w2);
-    const char *rest[] = {"-o", exe, src, split ? comm : runtime_lib(), runtime_lib(), GC_OPENBLAS_LIB, "-lm", NULL};
+    const char *rest[] = {"-o", exe, src, split ? comm : runtime_lib(), runtime_lib(), GC_OPENBLAS_LIB, GC_JANSSON_LIB,
+                          "-lm", NULL};
     for (int i = 0; rest[i]; i++)
         if (i != 4 || split)    /* the runtime once, after the comm file when split */
             argv[n++] = (char *)rest[i];
@@ -167,6 +172,7 @@ static int build_cuda(const Graph *g, const char *src, const char *exe, const Dr
         argv[n++] = "-lnccl";
     }
     argv[n++] = (char *)runtime_host_lib();
+    argv[n++] = GC_JANSSON_LIB;
     argv[n++] = "-lcublasLt";
     argv[n++] = "-lcublas";
     argv[n++] = "-Xcompiler";

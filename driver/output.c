@@ -134,7 +134,9 @@ int driver_check_budget(const Graph *g, const DriverOptions *o)
     return 1;
 }
 
-/* The emitted trainer feeds two inputs: tokens and targets, i32 [B, T]. */
+/* The emitted trainer feeds two inputs, tokens and targets, i32 [B, T],
+ * and checks every token id against the dim V; a graph it cannot train so
+ * is a located error here, before any code is written (docs/grammar.md). */
 int driver_check_trainer(const Graph *g)
 {
     long B = graph_dim(g, "B"), T = graph_dim(g, "T");
@@ -143,6 +145,19 @@ int driver_check_trainer(const Graph *g)
     if (B < 0 || T < 0) {
         diag_error((Loc){g->file, 1, 1}, "a training program needs dims B (batch) and T (sequence length)");
         return 1;
+    }
+    if (graph_dim(g, "V") < 0) {
+        diag_error((Loc){g->file, 1, 1}, "a training program needs a dim V, the vocabulary size (every token id "
+                   "of the data must be below it)");
+        bad = 1;
+    }
+    for (int i = 0; i < g->ninputs; i++) {
+        const Tensor *t = &g->t[g->inputs[i]];
+        if (strcmp(t->name, names[0]) && strcmp(t->name, names[1])) {
+            diag_error(t->loc, "input '%s': a training program feeds only 'tokens' and 'targets' (i32[B, T] from "
+                       "the token data); nothing would feed '%s'", t->name, t->name);
+            bad = 1;
+        }
     }
     for (int k = 0; k < 2; k++) {
         int found = -1;

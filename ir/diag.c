@@ -15,11 +15,16 @@ static Source sources[16];
 static int nsources;
 static int nerrors;
 static int quiet;
+/* hashes of the warnings printed so far: a graph built several times (the
+ * budget search, --split auto, micro-batches) warns once */
+static size_t warned[256];
+static int nwarned;
 
 void diag_reset(int be_quiet)
 {
     nsources = 0;
     nerrors = 0;
+    nwarned = 0;
     quiet = be_quiet;
 }
 
@@ -108,6 +113,46 @@ void diag_error(Loc loc, const char *fmt, ...)
     va_start(ap, fmt);
     report(loc, "error", fmt, ap);
     va_end(ap);
+}
+
+
+static size_t warn_hash(Loc loc, const char *msg)
+{
+    size_t h = 1469598103934665603u;
+    for (const char *s = loc.file ? loc.file : ""; *s; s++)
+        h = (h ^ (unsigned char)*s) * 1099511628211u;
+    h = (h ^ (size_t)loc.line) * 1099511628211u;
+    h = (h ^ (size_t)loc.col) * 1099511628211u;
+    for (const char *s = msg; *s; s++)
+        h = (h ^ (unsigned char)*s) * 1099511628211u;
+    return h;
+}
+
+static void print_line(Loc loc, const char *what, const char *msg)
+{
+    if (loc.file && loc.line > 0)
+        fprintf(stderr, "%s:%d:%d: %s: %s\n", loc.file, loc.line, loc.col, what, msg);
+    else
+        fprintf(stderr, "gcompile: %s: %s\n", what, msg);
+    if (loc.file && loc.line > 0)
+        show_line(loc);
+}
+
+void diag_warning(Loc loc, const char *fmt, ...)
+{
+    char msg[512];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    size_t h = warn_hash(loc, fmt);   /* not msg: a micro-batch build's B differs in the numbers */
+    for (int i = 0; i < nwarned; i++)
+        if (warned[i] == h)
+            return;
+    if (nwarned < (int)(sizeof warned / sizeof warned[0]))
+        warned[nwarned++] = h;
+    if (!quiet)
+        print_line(loc, "warning", msg);
 }
 
 void diag_note(Loc loc, const char *fmt, ...)

@@ -326,6 +326,12 @@ int gcrt_save_final(gcrt_run *st)
     }
     if (st->ctx.rank != 0)                     /* split programs: rank 0 writes */
         return 0;
+    if (gcrt_st_is_save_path(st->o.save)) {     /* safetensors.c */
+        if (gcrt_st_save(st->o.save, p, st->params, st->o.save_bf16, err, sizeof err) != 0)
+            return gcrt_errorf("%s", err);
+        printf("saved %s (safetensors, %s)\n", st->o.save, st->o.save_bf16 ? "BF16" : "F32");
+        return 0;
+    }
     if (gcrt_ckpt_save(st->o.save, p, st->params, err, sizeof err) != 0)
         return gcrt_errorf("%s", err);
     printf("saved %s (%lld bytes)\n", st->o.save, GCRT_HEADER_BYTES + 4LL * p->nparam_elems);

@@ -215,6 +215,27 @@ int gcrt_write_file(const char *path, const gcrt_part *parts, int nparts, int fl
  * before training rather than after. */
 int gcrt_output_probe(const char *path, char *err, size_t errlen);
 
+/* ---------------------------------------------------------------- safetensors.c */
+/* Hugging Face safetensors checkpoints (docs/checkpoints.md); which tensor
+ * holds which parameter comes from prog->params[].st_*. */
+/* --init: a name ending in .safetensors, or a regular file whose first 8
+ * bytes are a header length within the limit followed by '{'. */
+int gcrt_st_is_file(const char *path);
+/* --save: a name ending in .safetensors. */
+int gcrt_st_is_save_path(const char *path);
+/* Checks the whole header (every entry, every range against the file size,
+ * no duplicate names, no overlaps or gaps), then that every tensor the
+ * program names is there with its shape and an F32, BF16 or F16 dtype, then
+ * reads them into params (host, nparam_elems floats, widened to fp32; what a
+ * smaller stored shape leaves out is zero). info (may be NULL) gets a
+ * one-line account of what was read. */
+int gcrt_st_load(float *params, const gc_program *prog, const char *path, char *info, size_t infolen,
+                 char *err, size_t errlen);
+/* Writes every parameter's tensors as F32 (bf16: BF16, rounded to nearest
+ * even) atomically: path.tmp, fsync, rename; on failure nothing is left. */
+int gcrt_st_save(const char *path, const gc_program *prog, const float *params, int bf16, char *err,
+                 size_t errlen);
+
 /* ---------------------------------------------------------------- ranks.c */
 /* Rank `rank` of `nranks`'s part (BT tokens) of the next global batch of
  * nranks·BT tokens: the rows one process with nranks·B rows would give it;
@@ -288,6 +309,7 @@ enum { GCRT_DEFAULT_VAL_BATCHES = 8, GCRT_AVG_STEPS = 20 };   /* GCRT_AVG_STEPS:
 /* Everything the command line sets. */
 typedef struct {
     const char *data, *val_data, *init, *save, *log;
+    int save_bf16;                   /* --save-dtype bf16 (safetensors saves) */
     long steps, val_every, val_batches, threads, sample, gradcheck;
     const char *ckpt_dir, *resume;   /* --ckpt-dir, --resume */
     long save_every, keep;
@@ -298,6 +320,7 @@ typedef struct {
     double comm_timeout;             /* --comm-timeout S: split programs' collective watchdog (0: off) */
     int shuffle, no_prefetch;        /* --shuffle, --no-prefetch */
     int profile;
+    int eval_only;                   /* --eval-only: validate the loaded model, no training */
     long print_every;                /* --print-every N; 0: not given (1 off a terminal) */
     double peak_flops;               /* --peak-flops X (FLOP/s); 0: the device's or compiled-in */
     unsigned long long seed;
@@ -419,13 +442,19 @@ void gcrt_progress_free(gcrt_run *st);
 /* The --profile table: categories by time, largest first. */
 void gcrt_print_profile(const gcrt_run *st, long nsteps, double step_ms);
 
+/* A step of a fused-opt program under --grad-clip: a norm pass, the global
+ * norm (group_sum over ranks, NULL for one process), then the updates scaled
+ * by the clipping factor; fills si->loss, gnorm, skipped. */
+void gcrt_clipped_fused_step(gcrt_run *st, gcrt_step_info *si, double (*group_sum)(gcrt_run *, double));
+
 /* ---------------------------------------------------------------- split_step.c */
 /* One training step of a split program (st->ctx.nranks > 1) on the batch in
  * st->inputs/targets, every rank taking the same decisions: with
  * prog->upd_grads (plain schedule) the global gradient norm over ranks
  * first, then --skip-nonfinite and --grad-clip as one process does; else
  * (fused-opt) --skip-nonfinite on the mean forward loss and, under --log,
- * the norm the updates add up. */
+ * the norm the updates add up; with --grad-clip a norm pass first
+ * (gcrt_clipped_fused_step). */
 void gcrt_split_step(gcrt_run *st, gcrt_step_info *si);
 /* 1 on every rank when v is non-zero on some rank (v itself when not split). */
 int gcrt_group_any(gcrt_run *st, int v);

@@ -112,6 +112,10 @@ static void step_norm_first(gcrt_run *st, gcrt_step_info *si)
 static void step_fused(gcrt_run *st, gcrt_step_info *si)
 {
     const gc_program *p = st->prog;
+    if (st->o.grad_clip > 0) {   /* a norm pass first, the norm summed over ranks */
+        gcrt_clipped_fused_step(st, si, group_sum);
+        return;
+    }
     double sq = 0;
     st->ctx.gnorm_sq = st->o.log ? &sq : NULL;   /* --log is given to every rank (rank 0 writes it) */
     if (st->o.skip_nonfinite) {

@@ -63,12 +63,11 @@ static int check_program(const gc_program *p, const gcrt_options *o)
     if (!in_region(p->tokens_off, 4 * bt, arena) || !in_region(p->targets_off, 4 * bt, arena) ||
         !in_region(p->loss_off, 4, arena))
         return gcrt_errorf("internal: tokens, targets or loss lie outside the arena (%zu bytes)", arena);
-    if (o->sample > 0 && (p->logits_cols < p->V || !in_region(p->logits_off, (p->bf16 ? 2 : 4) * bt * (double)p->logits_cols, arena)))
-        return gcrt_errorf("--sample: this program exposes no [B, T, %ld] logits tensor in its arena", p->V);
-    if (o->grad_clip > 0 && !has_grads(p) && !p->nupd_grads)
-        return gcrt_errorf("--grad-clip: this program updates each parameter inside the backward pass (fused-opt "
-                           "schedule), before the global gradient norm is known; compile it with --schedule plain "
-                           "(docs/training.md: its memory cost)");
+    int logits = p->logits_cols >= p->V && in_region(p->logits_off, (p->bf16 ? 2 : 4) * bt * (double)p->logits_cols, arena);
+    int row = p->sample_cols >= p->V && in_region(p->sample_off, 4.0 * (double)p->sample_cols, arena);
+    if (o->sample > 0 && !logits && !row)
+        return gcrt_errorf("--sample: this program exposes neither a [B, T, %ld] logits tensor nor a sample row "
+                           "in its arena", p->V);
     return 0;
 }
 
@@ -158,7 +157,13 @@ static int prepare_params(gcrt_run *st)
         printf("init: seeded (seed %llu)\n", st->o.seed);
         return 0;
     }
-    char err[512];
+    char err[1024], info[512] = "";
+    if (gcrt_st_is_file(st->o.init)) {
+        if (gcrt_st_load(st->params, p, st->o.init, info, sizeof info, err, sizeof err) != 0)
+            return gcrt_errorf("%s", err);
+        printf("init: %s (%s)\n", st->o.init, info);
+        return 0;
+    }
     if (gcrt_ckpt_load(st->params, p, st->o.init, err, sizeof err) != 0)
         return gcrt_errorf("%s", err);
     printf("init: %s\n", st->o.init);
@@ -262,13 +267,20 @@ float gcrt_run_batch(gcrt_run *st, gcrt_shard *sh, int phases)
 }
 
 /* Mean forward loss over the first --val-batches batches of the val shard. */
-static int validate(gcrt_run *st, double *out)
+/* --val-batches, or by default GCRT_DEFAULT_VAL_BATCHES (all when fewer). */
+static long val_batches(const gcrt_run *st)
 {
     long n = st->o.val_batches;
     if (n == 0) {
         n = gcrt_shard_nbatches(&st->val, st->BT);
         n = n < GCRT_DEFAULT_VAL_BATCHES ? n : GCRT_DEFAULT_VAL_BATCHES;
     }
+    return n;
+}
+
+static int validate(gcrt_run *st, double *out)
+{
+    long n = val_batches(st);
     st->val.pos = 0;
     double sum = 0;
     for (long i = 0; i < n; i++)
@@ -309,6 +321,10 @@ static int ckpt_due(const gcrt_run *st, long step, int stop)
 /* The step of a program that updates inside its backward (fused-opt). */
 static void run_fused_step(gcrt_run *st, gcrt_step_info *si)
 {
+    if (st->o.grad_clip > 0) {     /* norm pass, then the clipped updates (gcrt_clipped_fused_step) */
+        gcrt_clipped_fused_step(st, si, NULL);
+        return;
+    }
     if (st->o.skip_nonfinite) {
         si->loss = gcrt_run_step(st, GC_PHASE_FWD);   /* one micro-batch: the whole batch stays uploaded */
         if (!isfinite(si->loss)) {
@@ -322,14 +338,48 @@ static void run_fused_step(gcrt_run *st, gcrt_step_info *si)
     si->loss = gcrt_run_step(st, GC_PHASE_FWD | GC_PHASE_BWD | GC_PHASE_OPT);
 }
 
+/* A clipped step of a program that updates inside its backward (fused-opt,
+ * --grad-clip): a norm pass (forward and backward, the updates only adding
+ * up their gradients' squares: ctx.norm_pass), the global norm (group_sum:
+ * the sum over ranks of split programs, NULL for one process), then, unless
+ * --skip-nonfinite skips the step, forward and backward again with every
+ * update scaling its gradient by the clipping factor first (ctx.grad_scale).
+ * One more forward and backward per step than unclipped (passes/costs.c
+ * prices it); the same gradients both times (deterministic kernels). */
+void gcrt_clipped_fused_step(gcrt_run *st, gcrt_step_info *si, double (*group_sum)(gcrt_run *, double))
+{
+    const gc_program *p = st->prog;
+    double sq = 0;
+    st->ctx.gnorm_sq = &sq;
+    st->ctx.norm_pass = 1;
+    si->loss = gcrt_mean_loss(st, gcrt_run_step(st, GC_PHASE_FWD | GC_PHASE_BWD | GC_PHASE_OPT));
+    st->ctx.norm_pass = 0;
+    st->ctx.gnorm_sq = NULL;
+    /* split: dp ranks hold the same whole gradients (rank 0's sum counts), zero1-3 ranks their 1/N each;
+     * under tp the emitted updates already count each element on one rank (norm_condition) */
+    int counts = p->tp > 1 || p->optstate_sharded || st->ctx.rank == 0;
+    si->gnorm = sqrt(group_sum ? group_sum(st, counts ? sq : 0.0) : sq);
+    if (st->o.skip_nonfinite && !(isfinite(si->loss) && isfinite(si->gnorm))) {
+        si->skipped = 1;
+        return;
+    }
+    if (!isfinite(si->loss) || !isfinite(si->gnorm))
+        return;                    /* the run stops (train: nonfinite) */
+    st->ctx.grad_scale = gcrt_clip_scale(si->gnorm, st->o.grad_clip);
+    gcrt_run_step(st, GC_PHASE_FWD | GC_PHASE_BWD | GC_PHASE_OPT);
+    st->ctx.grad_scale = 0;
+}
+
 /* One training step on the batch in st->inputs/targets. A program that keeps
  * all gradients (plain schedule) runs forward and backward, measures the
  * global gradient norm, clips, then updates: the update is skipped (and
  * si->skipped set) when the loss or the norm is not finite and
- * --skip-nonfinite is on. A fused-opt program updates inside its backward;
+ * --skip-nonfinite is on. A fused-opt program updates inside its backward:
+ * with --grad-clip a norm pass runs first (gcrt_clipped_fused_step); else
  * with --skip-nonfinite its forward runs first, alone, so a non-finite loss
- * can still skip the backward and the update; under --log its updates add up
- * the global gradient norm (reported, not clipped: the updates have run). */
+ * can still skip the backward and the update, and under --log its updates
+ * add up the global gradient norm (reported, not clipped: the updates have
+ * run). */
 static void run_step(gcrt_run *st, gcrt_step_info *si)
 {
     const gc_program *p = st->prog;
@@ -428,7 +478,8 @@ static int train(gcrt_run *st, int *stopped)
         if (st->prof && step == st->first_step && st->o.steps > step)   /* the first step pays first-touch page faults */
             memset(st->prof, 0, (size_t)st->prog->nprof * sizeof *st->prof);
         st->skipped += si.skipped;
-        if (!si.skipped && (!isfinite(si.loss) || ((has_grads(st->prog) || st->prog->nupd_grads) && !isfinite(si.gnorm))))
+        if (!si.skipped && (!isfinite(si.loss) || ((has_grads(st->prog) || st->prog->nupd_grads || st->o.grad_clip > 0) &&
+                                                   !isfinite(si.gnorm))))
             return nonfinite(st, &si);
         if (want_val(st, step) && validate(st, &si.val))
             return 1;
@@ -477,6 +528,22 @@ static int train(gcrt_run *st, int *stopped)
     return 0;
 }
 
+/* --eval-only: the validation loss of the parameters loaded (or seeded),
+ * printed and, under --log, one record {"eval_loss", "batches"}. */
+static int eval_only(gcrt_run *st)
+{
+    double val;
+    if (validate(st, &val))
+        return 1;
+    long n = val_batches(st);
+    printf("eval loss %.6f (mean over %ld batches of %s)\n", val, n, st->val.name);
+    if (st->log) {
+        fprintf(st->log, "{\"eval_loss\":%.9g,\"batches\":%ld}\n", val, n);
+        fflush(st->log);
+    }
+    return 0;
+}
+
 /* ---------------------------------------------------------------- gc_main */
 
 /* Everything after the flags: returns the exit status. */
@@ -503,6 +570,8 @@ static int run_program(gcrt_run *st)
     fflush(stdout);
     if (st->o.gradcheck)
         return gcrt_gradcheck(st);
+    if (st->o.eval_only)
+        return eval_only(st) || (st->o.sample && gcrt_sample(st));
     int stopped = 0;
     if (train(st, &stopped) || (st->o.save && gcrt_save_final(st)) || (!stopped && st->o.sample && gcrt_sample(st)))
         return 1;

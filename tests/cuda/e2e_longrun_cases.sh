@@ -30,7 +30,7 @@ if [ "$check" = build ]; then
     "$gc" "$graph" $dims --target cuda --emit cuda -o train.cu || fail "gcompile --emit cuda"
     "$cxx" -std=c++17 -O2 -w -I"$root/tests/cuda/shim" -I"$rt" -I"$rt/cuda" -I"$cblas" \
         -x c++ train.cu "$rt/cuda/kernels_cuda.cu" "$rt/cuda/device_cuda.cu" -x none \
-        "$hostlib" "$blas" -fopenmp -lm ${GCOMPILE_CFLAGS:-} -o t || fail "emulator build of the emitted train.cu"
+        "$hostlib" "$blas" -ljansson -fopenmp -lm ${GCOMPILE_CFLAGS:-} -o t || fail "emulator build of the emitted train.cu"
     echo "ok: built $bin/t"
     exit 0
 fi
@@ -192,6 +192,18 @@ faults)
         [ "$(ls c)" = "$(printf '%s\n' $M $S)" ] || fail "after a failed save: $(ls c)"
         cmp -s c/$S good/$S && cmp -s c/$M good/$M || fail "the previous checkpoint changed"
     done
+    # safetensors (runtime/safetensors.c, host code shared with the CPU target): a save, loaded and saved
+    # again, comes back byte for byte; the llm.c file of the same step holds the same parameters
+    run_ok --steps 1 --save a.safetensors
+    run_ok --steps 0 --init a.safetensors --save b.safetensors
+    cmp -s a.safetensors b.safetensors || fail "safetensors round trip changed the file"
+    run_ok --steps 0 --init a.safetensors --save a.bin
+    run_ok --steps 0 --init good/$M --save c.safetensors
+    run_ok --steps 0 --init a.bin --save d.safetensors
+    cmp -s a.safetensors d.safetensors || fail "safetensors -> llm.c -> safetensors changed the parameters"
+    head -c 3000 a.safetensors >trunc.safetensors
+    expect_err "run past the end of the file (296 data bytes; the file is truncated" --init trunc.safetensors
+    echo "ok: safetensors round trips"
     ;;
 signals)
     t --steps 8 >ref_out.txt 2>&1 || { cat ref_out.txt; fail "reference run"; }

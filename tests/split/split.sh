@@ -3,7 +3,7 @@
 # ranks and compare with one process at the same global batch.
 # usage: split.sh GCOMPILE GRAPH WORKDIR CHECK
 #   CHECK: dp2 | dp4 | zero1 | zero2 | zero3 | formulas | auto | ckpt | plan | ranks | death | nompi | cuda
-#          | clip | resume | nonfinite | stop | autorun | hang | tp2 | tp4 | tpdp | tpclip | tpckpt | tpplan
+#          | clip | val | resume | nonfinite | stop | autorun | hang | tp2 | tp4 | tpdp | tpclip | tpckpt | tpplan
 set -u
 gc=$1 graph=$2 dir=$3 check=$4
 mkdir -p "$dir"
@@ -347,11 +347,27 @@ clip)      # --grad-clip under a split: the global norm counts each element once
         paste na.txt nb.txt | awk '{ d = ($1 - $2) / $1; d = d < 0 ? -d : d; if (d > m) m = d }
             END { printf "max relative norm difference: %.3g\n", m; exit !(m <= 1e-6) }' || fail "$s: global norm differs"
     done
-    # fused-opt split programs: no norm before the updates, so --grad-clip is refused; --log still gets the norm
-    compile t_fz2 -D B=4 --gpus 2 --split zero2
-    $MPIRUN -np 2 ./t_fz2 --steps 1 --grad-clip 0.5 >f.out 2>f.err && fail "fused-opt split program accepted --grad-clip"
-    grep -q "error: --grad-clip: this program updates each parameter inside the backward" f.err || { cat f.err; fail "no message"; }
+    # fused-opt programs (updates inside the backward) clip with a norm pass (a first forward and backward
+    # whose updates only add up the squares, the norm summed over ranks): one process and every split
+    # equal the plain one-process clipped run, losses and norms
     compile t_f1 -D B=8
+    ./t_f1 --steps 20 --grad-clip 0.5 --log f1c.jsonl >/dev/null || fail "one-process fused-opt clipped run"
+    log_losses f1c.jsonl >b.txt
+    echo "fused-opt, one process:"; same_losses a.txt b.txt 1e-6
+    for s in dp zero1 zero2 zero3 tp=2; do
+        b=4; [ $s = tp=2 ] && b=8
+        compile t_f$s -D B=$b --gpus 2 --split $s
+        $MPIRUN -np 2 ./t_f$s --steps 20 --grad-clip 0.5 --log f$s.jsonl >f.out 2>f.err ||
+            { cat f.err; fail "fused-opt $s clipped run"; }
+        log_losses f$s.jsonl >b.txt
+        echo "fused-opt $s:"; same_losses a.txt b.txt 1e-6
+        norms f$s.jsonl >nb.txt
+        [ "$(wc -l <nb.txt)" -eq 20 ] || fail "fused-opt $s: no grad_norm in the log"
+        paste na.txt nb.txt | awk '{ d = ($1 - $2) / $1; d = d < 0 ? -d : d; if (d > m) m = d }
+            END { printf "max relative norm difference: %.3g\n", m; exit !(m <= 1e-6) }' || fail "fused-opt $s: global norm differs"
+    done
+    # unclipped, --log still gets the norm the updates add up
+    compile t_fz2 -D B=4 --gpus 2 --split zero2
     ./t_f1 --steps 20 --log f1.jsonl >/dev/null || fail "one-process fused run"
     $MPIRUN -np 2 ./t_fz2 --steps 20 --log fz2.jsonl >f.out 2>f.err || { cat f.err; fail "fused zero2 run"; }
     norms f1.jsonl >na.txt
@@ -359,6 +375,37 @@ clip)      # --grad-clip under a split: the global norm counts each element once
     [ "$(wc -l <nb.txt)" -eq 20 ] || fail "fused zero2: no grad_norm in the log"
     paste na.txt nb.txt | awk '{ d = ($1 - $2) / $1; d = d < 0 ? -d : d; if (d > m) m = d }
         END { printf "fused zero2: max relative norm difference %.3g\n", m; exit !(m <= 1e-6) }' || fail "fused zero2 norm differs"
+    ;;
+val)       # validation under a split with the default build (the classifier fused: the val loss comes out of
+           # the fused op's forward), --val-every, and --eval-only of a checkpoint: every split's val losses
+           # are one process's (the mean over ranks of their rows' losses)
+    python3 -c 'import struct, random
+r = random.Random(7); t = [r.randrange(256) for _ in range(8000)]
+open("val.bin", "wb").write(struct.pack("<256i", 20240520, 1, len(t), *[0] * 253) + struct.pack("<%dH" % len(t), *t))' ||
+        fail "val shard"
+    vals() { sed -n 's/.*"val_loss":\([^,}]*\).*/\1/p' "$1"; }
+    compile t_one -D B=8
+    ./t_one --steps 10 --val-data val.bin --val-every 5 --val-batches 3 --save one.bin --log one.jsonl >/dev/null ||
+        fail "one-process run"
+    vals one.jsonl >a.txt
+    [ "$(wc -l <a.txt)" -eq 2 ] || fail "one process: $(cat one.jsonl)"
+    ./t_one --init one.bin --eval-only --val-data val.bin --val-batches 3 --log eval1.jsonl >/dev/null || fail "--eval-only"
+    for s in dp zero1 zero3 tp=2; do
+        b=4; [ $s = tp=2 ] && b=8
+        compile t_v$s -D B=$b --gpus 2 --split $s
+        $MPIRUN -np 2 ./t_v$s --steps 10 --val-data val.bin --val-every 5 --val-batches 3 --log v$s.jsonl >v.out 2>v.err ||
+            { cat v.err; fail "$s run with validation"; }
+        vals v$s.jsonl >b.txt
+        paste a.txt b.txt | awk -v s=$s '{ d = $1 - $2; d = d < 0 ? -d : d; if (d > m) m = d }
+            END { printf "%s: val losses at steps 5, 10: max |difference| %.3g\n", s, m; exit !(NR == 2 && m <= 1e-6) }' ||
+            { paste a.txt b.txt; fail "$s val losses differ"; }
+        $MPIRUN -np 2 ./t_v$s --init one.bin --eval-only --val-data val.bin --val-batches 3 --log e$s.jsonl >e.out 2>e.err ||
+            { cat e.err; fail "$s --eval-only"; }
+        grep -q '^eval loss ' e.out || fail "$s --eval-only printed no loss: $(cat e.out)"
+        a=$(sed -n 's/.*"eval_loss":\([^,}]*\).*/\1/p' eval1.jsonl) b=$(sed -n 's/.*"eval_loss":\([^,}]*\).*/\1/p' e$s.jsonl)
+        awk -v a="$a" -v b="$b" -v s=$s 'BEGIN { d = a - b; d = d < 0 ? -d : d; printf "%s --eval-only: %s vs one process %s\n", s, b, a
+            exit !(a != "" && d <= 1e-6) }' || fail "$s --eval-only loss differs"
+    done
     ;;
 resume)    # --ckpt-dir under a split: the model file is llm.c's (gathered), the state holds every rank's optimizer
            # state; resuming continues exactly as the unbroken run, and the model loads into one process
