@@ -2,7 +2,8 @@
 # Long runs of the random-graph differential tester (issue 20): chunks of
 # graphs, every single-process lever on each, the MPI levers (dp2, zero3,
 # tp=2) on every M-th; one JSON summary line per chunk appended to LOG.
-# Restartable: a chunk whose summary is in LOG is not run again.
+# Restartable: a chunk whose summary is in LOG is not run again. RG_MAX_SHRINK
+# (default 2): failures shrunk per chunk (the others are listed with their seed).
 #   usage: campaign.sh GCOMPILE WORKDIR LOG [FIRST_SEED [CHUNKS [CHUNK [MPI_EVERY [JOBS]]]]]
 #   e.g.   nice -n 19 sh tests/randgraph/campaign.sh build/gcompile /tmp/rgc bench/randgraph.log 100000 40 500 25
 # Totals over LOG: python3 -c 'import json,sys; ...' (bench/RESULTS.md shows them).
@@ -15,7 +16,7 @@ while [ "$i" -lt "$chunks" ]; do
     s=$((first + i * chunk))
     if ! grep -q "\"first\": $s," "$log" 2>/dev/null; then
         out=$(nice -n 19 "$py" "$here/rg.py" campaign --gcompile "$gc" --work "$work/c$s" --first "$s" \
-              --count "$chunk" --mpi-every "$mpi" --jobs "$jobs" 2>&1)
+              --count "$chunk" --mpi-every "$mpi" --jobs "$jobs" --max-shrink "${RG_MAX_SHRINK:-2}" 2>&1)
         rc=$?
         echo "$out" | grep -v '^randgraph summary: ' >"$work/chunk_$s.txt"
         line=$(echo "$out" | sed -n 's/^randgraph summary: //p')
