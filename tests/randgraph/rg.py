@@ -179,6 +179,12 @@ def torch_mod():
     return _torch
 
 
+# RG_MUTATE=NAME:FACTOR (tests of this tester only): the reference scales
+# parameter NAME's gradient by FACTOR, e.g. p0:1.01, so the comparison must fail
+MUTATE = (os.environ["RG_MUTATE"].split(":")[0], float(os.environ["RG_MUTATE"].split(":")[1])) \
+    if os.environ.get("RG_MUTATE") else None
+
+
 def reference(spec, vals, toks, rows, chunks):
     """float64 training: each step takes rows*T (+1) tokens; the loss is the
     mean over `chunks` equal row chunks (ranks or micro-batches) of the
@@ -210,6 +216,8 @@ def reference(spec, vals, toks, rows, chunks):
             c2 = 1.0 - h["beta2"] ** step
             for k, p in P.items():
                 g = p.grad if p.grad is not None else torch.zeros_like(p)
+                if MUTATE and k == MUTATE[0]:
+                    g = g * MUTATE[1]       # the check's own sensitivity test (README)
                 m[k] = h["beta1"] * m[k] + (1 - h["beta1"]) * g
                 vv[k] = h["beta2"] * vv[k] + (1 - h["beta2"]) * g * g
                 wd = h["wd"] if decay[k] else 0.0
