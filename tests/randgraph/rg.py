@@ -587,7 +587,11 @@ def cmd_run(a, seeds, levers_for, title):
     nfail = nknown = 0
     ops, lev, nodes = {}, {}, 0
     failed = []
+    progress = open(os.path.join(a.work, "graphs.jsonl"), "a") if title == "campaign" else None
     for seed, fs, st, o in pool_map(run_one, items, a.jobs):
+        if progress:   # one line per graph as it finishes, so an interrupted chunk still counts
+            progress.write(json.dumps({"seed": seed, "fails": fs, "levers": st["levers"], "ops": o}) + "\n")
+            progress.flush()
         for k, v in o.items():
             ops[k] = ops.get(k, 0) + v
         nodes += sum(o.values())
