@@ -326,7 +326,7 @@ class Runner:
         cmd = [self.gc, graph, "--target", "cpu", "-o", out] + flags
         if self.cc:
             cmd += ["--cc", self.cc]
-        r = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+        r = subprocess.run(cmd, capture_output=True, text=True, errors="replace", timeout=300)
         return r
 
     def train(self, d, prog, spec, lever, ranks):
@@ -339,7 +339,7 @@ class Runner:
         env = dict(os.environ, OMP_NUM_THREADS=str(self.threads))
         if ranks > 1:
             args = MPIRUN + ["-np", str(ranks)] + args
-        r = subprocess.run(args, capture_output=True, text=True, timeout=300, cwd=d, env=env)
+        r = subprocess.run(args, capture_output=True, text=True, errors="replace", timeout=300, cwd=d, env=env)
         if r.returncode != 0:
             raise Fail(lever, "crash", f"exit {r.returncode}: {(r.stderr or r.stdout).strip()[-400:]}")
         losses = []
