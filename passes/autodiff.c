@@ -683,6 +683,8 @@ static void grad_internal(AD *ad, const Op *op, int dy)
 #define RULE_ADAMW_BF16 grad_internal
 #define RULE_ATTENTION grad_internal
 #define RULE_ATTENTION_BWD grad_internal
+#define RULE_ATTENTION_GQA grad_internal
+#define RULE_ATTENTION_GQA_BWD grad_internal
 #define RULE_CLASSIFIER grad_internal
 #define RULE_MATMUL_BIAS_GELU grad_internal
 #define RULE_MATMUL_DGELU grad_internal
