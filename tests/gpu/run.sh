@@ -71,7 +71,7 @@ nv -o "$obj/test_kernels" "$obj/test_kernels.o" $rt "$b/libcuda_cpu_ref.a" -Xlin
     -Xlinker "-rpath-link=$b/lib" -Xcompiler -fopenmp -lcublasLt >>"$out/nvcc_test.txt" 2>&1 ||
     { log "FAIL: nvcc kernel tests ($(head -3 "$out/nvcc_test.txt"))"; fail=1; }
 for p in $progs; do
-    nv -o "$obj/$p" "$obj/$p.o" $rt "$b/libgcrt_host.a" -lcublasLt -lcublas -Xcompiler -fopenmp -lm \
+    nv -o "$obj/$p" "$obj/$p.o" $rt "$b/libgcrt_host.a" -ljansson -lcublasLt -lcublas -Xcompiler -fopenmp -lm \
         >>"$out/nvcc_$p.txt" 2>&1 || { log "FAIL: nvcc $p ($(head -3 "$out/nvcc_$p.txt"))"; fail=1; }
 done
 log "nvcc: $(( $(date +%s) - t0 )) s, $(cat "$out"/nvcc_*.txt | grep -c -i warning) warning lines"
