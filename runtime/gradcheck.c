@@ -103,15 +103,16 @@ static void check_param(gcrt_run *st, check *c, int pi, int along_g, float *q, c
     }
     /* the step: the loss moves by h·max(1,|loss|) along u, at most a step
        of the parameter's own size (its norm; 1 per element for a tensor
-       of zeros), a tenth of that along a random direction (along which the
-       loss bends sooner: measured, those steps shrank by 4^3 or more). Where the s² term that the extrapolation from (s, s/2)
+       of zeros), a hundredth of that along a random direction (along which
+       the loss bends sooner, and where a step of 1/10 crossed a relu's kink
+       in tests/train/graphs/rules_issue22.graph). Where the s² term that the extrapolation from (s, s/2)
        removes is above the tolerance (the loss is not smooth enough at that
        scale for the s^4 rest to be negligible), the step
        shrinks by 4 (at most 3 times), toward where the rounding noise, which
        grows as the step shrinks, dominates: that check is then as strict as
        its noise floor allows. */
     double target = st->o.gc_h * fmax(1.0, fabs(loss));
-    double cap = (pn > 0 ? sqrt(pn) : sqrt((double)n)) * (along_g ? 1.0 : 0.1);
+    double cap = (pn > 0 ? sqrt(pn) : sqrt((double)n)) * (along_g ? 1.0 : 0.01);
     double s = fabs(d0) > 0 ? fmin(target / fabs(d0), cap) : cap;
     for (int tries = 0;; tries++, s /= 4) {
         double an[2], e[2];
