@@ -892,6 +892,13 @@ static void sync_parent(const char *path)
 
 int gcrt_st_save(const char *path, const gc_program *p, const float *params, int bf16, char *err, size_t errlen)
 {
+    for (int i = 0; i < p->nparams; i++) {     /* a diverged run's parameters are no checkpoint */
+        const gc_param_info *q = &p->params[i];
+        for (long k = 0; k < q->numel; k++)
+            if (!isfinite(params[q->offset + k]))
+                return fail(err, errlen, "%s: not written: parameter '%s' element %ld is %s", path, q->name, k,
+                            isnan(params[q->offset + k]) ? "nan" : "infinite");
+    }
     size_t hlen = 0;
     char *header = make_header(p, bf16, &hlen);
     size_t plen = strlen(path);

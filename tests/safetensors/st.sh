@@ -188,6 +188,11 @@ corrupt)    # every broken file: exit 1, one error line that names the file (and
         [ $? -eq 1 ] || fail "a FIFO --init did not fail at once"
         grep -q "^error: fifo.safetensors: not a regular file" err.txt || { cat err.txt; fail "FIFO message"; }
     }
+    # NaN parameters load (the first step's loss says so) but are never saved
+    $tool corrupt good.safetensors nan nan.safetensors transformer.wpe.weight || fail "corrupt nan"
+    ./t --steps 0 --init nan.safetensors --save out.safetensors >out.txt 2>err.txt && fail "saved NaN parameters"
+    grep -q "^error: out.safetensors: not written: parameter 'wpe' element 1 is nan$" err.txt || { cat err.txt; fail "NaN save"; }
+    [ -e out.safetensors ] || [ -e out.safetensors.tmp ] && fail "a refused save left a file"
     # a save that cannot be written leaves nothing behind
     ./t --steps 0 --save nodir/x.safetensors >out.txt 2>err.txt && fail "saved into a missing directory"
     ls nodir 2>/dev/null && fail "nodir appeared"

@@ -307,6 +307,9 @@ def corrupt(src, kind, dst, arg=None):
         b, e = header[arg]["data_offsets"]
         header[arg]["data_offsets"] = [e, b]
         emit(header)
+    elif kind == "nan":       # the tensor's element 1 a NaN (F32 files)
+        b, e = header[arg]["data_offsets"]
+        emit(header, data[:b + 4] + struct.pack("<f", float("nan")) + data[b + 8:])
     elif kind == "metadata_nonstring":
         header["__metadata__"] = {"format": 3}
         emit(header)
