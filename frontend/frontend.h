@@ -88,6 +88,9 @@ typedef struct Ast {
  * AST_MAX_DEPTH are reported (located) and counted
  * by diag; the AST of the statements that parsed is returned anyway, NULL only
  * when the file cannot be read. */
+/* A graph file is at most this many bytes (docs/grammar.md); a larger one,
+ * or one that is not a regular file (a FIFO, /dev/zero), is an error. */
+#define GC_GRAPH_FILE_LIMIT ((size_t)64 << 20)
 Ast *parse_file(const char *path);
 /* Same from memory; `name` is used in locations. */
 Ast *parse_string(const char *name, const char *text, size_t len);

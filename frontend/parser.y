@@ -17,7 +17,11 @@ struct LexState {
     const char *file;
     int line, col;
     int depth;          /* open ( and [ */
+    Loc open[64];       /* where the outermost 64 of them opened */
+    char openc[64];     /* and which ('(' or '[') */
+    int last;           /* first byte of the last token (not blank, comment or newline) */
     int last_nl;        /* the last token returned was NL */
+    Loc unclosed_nl;    /* the NL the lexer put after a bracket it reported unclosed */
     Loc loc;            /* start of the current token */
     struct AstPool *pool;
     Ast *ast;
@@ -261,6 +265,8 @@ list_items
 static void yyerror(YYLTYPE *loc, yyscan_t scanner, struct LexState *ls, const char *msg)
 {
     (void)scanner;
+    if (loc->first_line == ls->unclosed_nl.line && loc->first_column == ls->unclosed_nl.col)
+        return;                                 /* that statement's error is the bracket, reported */
     if (!strcmp(msg, "memory exhausted"))     /* bison's stack: YYMAXDEPTH open constructs */
         msg = "nested too deeply (the parser's stack is full)";
     diag_error(L(ls, *loc), "%s", msg);

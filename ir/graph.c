@@ -23,6 +23,7 @@ Graph *graph_new(const char *file)
     g->file = file;
     g->config = "";
     g->loss = -1;
+    g->sample_logits = -1;
     g->lr = 3e-4;
     g->beta1 = 0.9;
     g->beta2 = 0.999;

@@ -37,6 +37,9 @@ const char *diag_source_line(Loc loc, size_t *len);
  * and counts the error. Without a location it prints "gcompile: error: msg". */
 void diag_error(Loc loc, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 void diag_note(Loc loc, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* "file:line:col: warning: msg" (not counted as an error); a warning of
+ * one format at one place is printed once per process (the first). */
+void diag_warning(Loc loc, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 int diag_count(void);
 /* Forgets the registered sources and the error count; quiet: print nothing
  * (a process that compiles many graphs: the fuzzers). */
@@ -56,6 +59,11 @@ void *xrealloc(void *p, size_t n);
 void *xgrow(void *p, int *cap, int need, size_t elem);
 char *xstrdup(const char *s);
 char *xasprintf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* The whole of the regular file path, at most limit bytes, NUL-terminated
+ * (*len excludes the NUL); NULL with a one-line reason in err. Never blocks
+ * in open() (a FIFO is refused, not waited on) and never reads past limit
+ * (a device like /dev/zero is refused before any read). */
+char *read_regular_file(const char *path, size_t limit, size_t *len, char *err, size_t errlen);
 
 /* ---------------------------------------------------------------- store.c */
 
@@ -216,6 +224,10 @@ typedef struct Graph {
     ParamSource *psrc;          /* nparams, parallel to params: each one's checkpoint tensors */
     int *inputs; int ninputs;   /* tensor ids, declaration order */
     int loss;                   /* tensor id of the minimised scalar, -1 */
+    int sample_logits;          /* tensor id of the one row of logits --sample reads after a
+                                   forward (the fused classifier's, passes/fuse_classifier.c);
+                                   -1: none. Like the loss, live to the last step, never
+                                   poisoned, never given away in place */
     /* optimizer (AdamW) */
     double lr, beta1, beta2, eps, weight_decay;
     /* schedule: op ids in execution order (filled by passes/schedule.c) */

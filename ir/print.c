@@ -23,7 +23,7 @@ static void print_attrs(FILE *f, const Op *op)
     int j = 0;
     while (*s) {
         int list = *s == '[';
-        s += list;
+        s += list || *s == '#';
         size_t len = strcspn(s, ",=");
         fprintf(f, "%s%.*s=", op->nin || j ? ", " : "", (int)len, s);
         if (list) {
