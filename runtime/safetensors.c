@@ -899,6 +899,9 @@ int gcrt_st_save(const char *path, const gc_program *p, const float *params, int
                 return fail(err, errlen, "%s: not written: parameter '%s' element %ld is %s", path, q->name, k,
                             isnan(params[q->offset + k]) ? "nan" : "infinite");
     }
+    int kind = gcrt_output_kind(path, 1, err, errlen);   /* files.c: a device is written in place */
+    if (kind < 0)
+        return -1;
     size_t hlen = 0;
     char *header = make_header(p, bf16, &hlen);
     size_t plen = strlen(path);
@@ -910,9 +913,11 @@ int gcrt_st_save(const char *path, const gc_program *p, const float *params, int
     }
     memcpy(tmp, path, plen);
     memcpy(tmp + plen, ".tmp", 5);
-    st_out o = {.fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC, 0644), .path = path, .tmp = tmp};
+    int through = kind == GCRT_OUT_THROUGH;
+    st_out o = {.fd = through ? open(path, O_WRONLY) : open(tmp, O_WRONLY | O_CREAT | O_TRUNC, 0644), .path = path,
+                .tmp = tmp};
     if (o.fd < 0) {
-        fail(err, errlen, "%s: cannot create %s: %s", path, tmp, strerror(errno));
+        fail(err, errlen, "%s: cannot create %s: %s", path, through ? path : tmp, strerror(errno));
         free(header), free(tmp), free(buf);
         return -1;
     }
@@ -928,17 +933,18 @@ int gcrt_st_save(const char *path, const gc_program *p, const float *params, int
         for (long k = 0; k < (q->st_layers ? q->st_layers : 1) && !o.failed; k++)
             write_tensor(&o, q, params + tensor_base(q, k, name, sizeof name), bf16, buf);
     }
-    if (!o.failed && fsync(o.fd) != 0)
+    if (!o.failed && !through && fsync(o.fd) != 0)
         o.failed = 1, o.err_no = errno;
     if (close(o.fd) != 0 && !o.failed)
         o.failed = 1, o.err_no = errno;
-    if (!o.failed && rename(tmp, path) != 0)
+    if (!o.failed && !through && rename(tmp, path) != 0)
         o.failed = 1, o.err_no = errno;
     int rc = 0;
     if (o.failed) {
-        unlink(tmp);
+        if (!through)
+            unlink(tmp);
         rc = fail(err, errlen, "%s: cannot write: %s", path, strerror(o.err_no));
-    } else {
+    } else if (!through) {
         sync_parent(path);
     }
     free(header), free(tmp), free(buf);
