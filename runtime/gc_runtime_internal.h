@@ -232,7 +232,8 @@ int gcrt_st_is_save_path(const char *path);
 int gcrt_st_load(float *params, const gc_program *prog, const char *path, char *info, size_t infolen,
                  char *err, size_t errlen);
 /* Writes every parameter's tensors as F32 (bf16: BF16, rounded to nearest
- * even) atomically: path.tmp, fsync, rename; on failure nothing is left. */
+ * even) atomically: path.tmp, fsync, rename; on failure nothing is left.
+ * Refuses parameters that are not finite (nothing written). */
 int gcrt_st_save(const char *path, const gc_program *prog, const float *params, int bf16, char *err,
                  size_t errlen);
 

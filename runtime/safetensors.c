@@ -16,6 +16,7 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <glob.h>
 #include <jansson.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -38,6 +39,12 @@ static int fail(char *err, size_t errlen, const char *fmt, ...)
     vsnprintf(err, errlen, fmt, ap);
     va_end(ap);
     return -1;
+}
+
+static int ends_with(const char *s, const char *suffix)
+{
+    size_t n = strlen(s), m = strlen(suffix);
+    return n >= m && !strcmp(s + n - m, suffix);
 }
 
 /* ---------------------------------------------------------------- dtypes */
@@ -112,6 +119,7 @@ typedef struct {
     long long numel;
     long long begin, end;          /* data_offsets */
     int used;                      /* read into a parameter */
+    int file;                      /* which file of the set (st_set) */
 } st_entry;
 
 typedef struct {
@@ -128,6 +136,11 @@ typedef struct {
 static int cmp_name(const void *a, const void *b)
 {
     return strcmp(((const st_entry *)a)->name, ((const st_entry *)b)->name);
+}
+
+static int cmp_name_ptr(const void *a, const void *b)
+{
+    return strcmp((*(const st_entry *const *)a)->name, (*(const st_entry *const *)b)->name);
 }
 
 static int cmp_begin(const void *a, const void *b)
@@ -498,20 +511,180 @@ static void tensor_name(const gc_param_info *q, int j, long k, char *name, size_
         snprintf(name, len, "%s", pre);
 }
 
-/* Tensor k of parameter q in sf: under each of its names in turn, each as
- * the graph says, else without its first dotted component (Hugging Face's
+/* ---------------------------------------------------------------- a checkpoint of one or more files */
+
+/* What --init names: one file; a glob (model-*.safetensors, in name order);
+ * or Hugging Face's index of a sharded checkpoint (NAME.safetensors.index.json,
+ * whose "weight_map" gives each tensor's file, relative to the index). */
+typedef struct {
+    st_file *f;
+    int n;
+    json_t *index;                 /* the index's weight_map, or NULL */
+} st_set;
+
+#define ST_MAX_FILES 4096
+#define ST_MAX_INDEX (64LL << 20)
+
+static void set_close(st_set *set)
+{
+    for (int i = 0; i < set->n; i++) {
+        free((char *)set->f[i].path);
+        st_close(&set->f[i]);
+    }
+    free(set->f);
+    json_decref(set->index);
+    memset(set, 0, sizeof *set);
+}
+
+static int set_add(st_set *set, const char *path, char *err, size_t errlen)
+{
+    if (set->n == ST_MAX_FILES)
+        return fail(err, errlen, "%s: more than %d checkpoint files", path, ST_MAX_FILES);
+    st_file *g = realloc(set->f, (size_t)(set->n + 1) * sizeof *g);
+    char *copy = strdup(path);
+    if (g)
+        set->f = g;
+    if (!g || !copy) {
+        free(copy);
+        return fail(err, errlen, "%s: out of memory", path);
+    }
+    int rc = st_open(&set->f[set->n], copy, err, errlen);
+    for (long i = 0; i < set->f[set->n].n; i++)
+        set->f[set->n].e[i].file = set->n;
+    set->n++;                      /* closed by set_close even after an error */
+    return rc;
+}
+
+/* The files of a Hugging Face index, in the order its weight_map first names them. */
+static int open_index(st_set *set, const char *path, char *err, size_t errlen)
+{
+    long long size;
+    FILE *f = open_regular(path, &size, err, errlen);
+    if (!f)
+        return -1;
+    if (size > ST_MAX_INDEX) {
+        fclose(f);
+        return fail(err, errlen, "%s: offset 0: an index of %lld bytes (at most %lld)", path, size, ST_MAX_INDEX);
+    }
+    json_error_t je;
+    json_t *root = json_loadf(f, JSON_REJECT_DUPLICATES, &je);
+    fclose(f);
+    if (!root)
+        return fail(err, errlen, "%s: offset %d: index JSON: %s", path, je.position, je.text);
+    json_t *map = json_object_get(root, "weight_map");
+    if (!json_is_object(map)) {
+        json_decref(root);
+        return fail(err, errlen, "%s: no \"weight_map\" object", path);
+    }
+    set->index = json_incref(map);
+    json_decref(root);
+    const char *slash = strrchr(path, '/');
+    int dirlen = slash ? (int)(slash - path) + 1 : 0;
+    const char *key;
+    json_t *v;
+    json_object_foreach(set->index, key, v) {
+        const char *file = json_string_value(v);
+        if (!file || !file[0] || file[0] == '/' || strstr(file, ".."))
+            return fail(err, errlen, "%s: weight_map: tensor '%s' names no file in the index's directory", path, key);
+        char full[4096];
+        snprintf(full, sizeof full, "%.*s%s", dirlen, path, file);
+        int seen = 0;
+        for (int i = 0; i < set->n && !seen; i++)
+            seen = !strcmp(set->f[i].path, full);
+        if (!seen && set_add(set, full, err, errlen) != 0)
+            return -1;
+    }
+    if (!set->n)
+        return fail(err, errlen, "%s: the weight_map names no file", path);
+    return 0;
+}
+
+static int has_glob(const char *s) { return strpbrk(s, "*?[") != NULL; }
+
+static int set_open(st_set *set, const char *path, char *err, size_t errlen)
+{
+    memset(set, 0, sizeof *set);
+    int rc = 0;
+    if (ends_with(path, ".index.json")) {
+        rc = open_index(set, path, err, errlen);
+    } else if (has_glob(path) && access(path, F_OK) != 0) {
+        glob_t g;
+        int r = glob(path, 0, NULL, &g);
+        if (r == GLOB_NOMATCH)
+            rc = fail(err, errlen, "%s: no file matches", path);
+        else if (r != 0)
+            rc = fail(err, errlen, "%s: cannot expand the pattern", path);
+        for (size_t i = 0; r == 0 && rc == 0 && i < g.gl_pathc; i++)
+            rc = set_add(set, g.gl_pathv[i], err, errlen);
+        if (r == 0)
+            globfree(&g);
+    } else {
+        rc = set_add(set, path, err, errlen);
+    }
+    if (rc != 0 || set->n < 2)
+        return rc;
+    /* one tensor, one file */
+    long total = 0;
+    for (int i = 0; i < set->n; i++)
+        total += set->f[i].n;
+    st_entry **all = malloc((size_t)(total ? total : 1) * sizeof *all);
+    if (!all)
+        return fail(err, errlen, "%s: out of memory", path);
+    long m = 0;
+    for (int i = 0; i < set->n; i++)
+        for (long k = 0; k < set->f[i].n; k++)
+            all[m++] = &set->f[i].e[k];
+    qsort(all, (size_t)m, sizeof *all, cmp_name_ptr);
+    for (long k = 1; k < m && rc == 0; k++)
+        if (!strcmp(all[k]->name, all[k - 1]->name))
+            rc = fail(err, errlen, "%s: offset %lld: tensor '%s' is in %s too", set->f[all[k]->file].path,
+                      set->f[all[k]->file].data + all[k]->begin, all[k]->name, set->f[all[k - 1]->file].path);
+    free(all);
+    return rc;
+}
+
+static st_entry *set_find(st_set *set, const char *name)
+{
+    for (int i = 0; i < set->n; i++) {
+        st_entry *e = st_find(&set->f[i], name);
+        if (e)
+            return e;
+    }
+    return NULL;
+}
+
+/* The index does not lie: each tensor it names is in the file it names. */
+static int check_index(st_set *set, const char *path, char *err, size_t errlen)
+{
+    const char *key;
+    json_t *v;
+    json_object_foreach(set->index, key, v) {
+        st_entry *e = set_find(set, key);
+        const char *file = json_string_value(v);
+        size_t fl = strlen(file);
+        const char *where = e ? set->f[e->file].path : NULL;
+        size_t wl = where ? strlen(where) : 0;
+        if (!e || wl < fl || strcmp(where + wl - fl, file) || (wl > fl && where[wl - fl - 1] != '/'))
+            return fail(err, errlen, "%s: weight_map puts tensor '%s' in %s, which does not hold it (the index lies)",
+                        path, key, file);
+    }
+    return 0;
+}
+
+/* Tensor k of parameter q: under each of its names in turn, each as the
+ * graph says, else without its first dotted component (Hugging Face's
  * checkpoints of the base model: "transformer.h.0.ln_1.weight" saved as
  * "h.0.ln_1.weight"). name: the first name (for messages). */
-static st_entry *find_tensor(st_file *sf, const gc_param_info *q, long k, char *name, size_t len)
+static st_entry *find_tensor(st_set *set, const gc_param_info *q, long k, char *name, size_t len)
 {
     char buf[600];
     st_entry *e = NULL;
     for (int j = 0; !e && j <= q->st_nalts; j++) {
         tensor_name(q, j, k, buf, sizeof buf);
-        e = st_find(sf, buf);
+        e = set_find(set, buf);
         const char *dot = strchr(buf, '.');
         if (!e && dot && dot[1])
-            e = st_find(sf, dot + 1);
+            e = set_find(set, dot + 1);
     }
     tensor_name(q, 0, k, name, len);
     return e;
@@ -520,13 +693,15 @@ static st_entry *find_tensor(st_file *sf, const gc_param_info *q, long k, char *
 int gcrt_st_load(float *params, const gc_program *p, const char *path, char *info, size_t infolen, char *err,
                  size_t errlen)
 {
-    st_file sf;
-    if (st_open(&sf, path, err, errlen) != 0) {
-        st_close(&sf);
+    st_set set;
+    int rc = set_open(&set, path, err, errlen);
+    if (rc == 0 && set.index)
+        rc = check_index(&set, path, err, errlen);
+    if (rc != 0) {
+        set_close(&set);
         return -1;
     }
     char name[600];
-    int rc = 0;
     /* every tensor the program wants, present, a parameter dtype, the right shape */
     long missing = 0;
     char first[700] = "";
@@ -534,7 +709,7 @@ int gcrt_st_load(float *params, const gc_program *p, const char *path, char *inf
         gc_param_info qi = effective(&p->params[i]);
         const gc_param_info *q = &qi;
         for (long k = 0; k < (q->st_layers ? q->st_layers : 1) && rc == 0; k++) {
-            st_entry *e = find_tensor(&sf, q, k, name, sizeof name);
+            st_entry *e = find_tensor(&set, q, k, name, sizeof name);
             if (!e) {
                 char layer[48] = "", alt[160] = "";
                 if (q->st_layers)
@@ -549,16 +724,16 @@ int gcrt_st_load(float *params, const gc_program *p, const char *path, char *inf
                              layer, q->st_where);
                 continue;
             }
+            const st_file *sf = &set.f[e->file];
             if (e->dtype != ST_F32 && e->dtype != ST_BF16 && e->dtype != ST_F16)
                 rc = fail(err, errlen, "%s: offset %lld: tensor '%s' is %s; parameters load from F32, BF16 or F16",
-                          path, sf.data + e->begin, e->name, st_dtypes[e->dtype].name);
+                          sf->path, sf->data + e->begin, e->name, st_dtypes[e->dtype].name);
             else
-                rc = check_shape(&sf, e, q, k, err, errlen);
+                rc = check_shape(sf, e, q, k, err, errlen);
         }
     }
     if (rc == 0 && missing)
-        rc = fail(err, errlen, "%s: no tensor %s%s", path, first,
-                  missing > 1 ? "; more are missing" : "");
+        rc = fail(err, errlen, "%s: no tensor %s%s", path, first, missing > 1 ? "; more are missing" : "");
     void *buf = rc == 0 ? malloc((size_t)CHUNK_ELEMS * 4) : NULL;
     if (rc == 0 && !buf)
         rc = fail(err, errlen, "%s: out of memory", path);
@@ -570,8 +745,8 @@ int gcrt_st_load(float *params, const gc_program *p, const char *path, char *inf
         const gc_param_info *q = &qi;
         for (long k = 0; k < (q->st_layers ? q->st_layers : 1) && rc == 0; k++) {
             long base = tensor_base(q, k, name, sizeof name);
-            st_entry *e = find_tensor(&sf, q, k, name, sizeof name);
-            rc = read_tensor(&sf, e, q, params + base, buf, err, errlen);
+            st_entry *e = find_tensor(&set, q, k, name, sizeof name);
+            rc = read_tensor(&set.f[e->file], e, q, params + base, buf, err, errlen);
             e->used = 1;
             nread++;
         }
@@ -580,16 +755,20 @@ int gcrt_st_load(float *params, const gc_program *p, const char *path, char *inf
     if (rc == 0 && info) {
         long unused = 0;
         const char *ex = NULL;
-        for (long i = 0; i < sf.n; i++)
-            if (!sf.e[i].used && !unused++)
-                ex = sf.e[i].name;
+        for (int f = 0; f < set.n; f++)
+            for (long i = 0; i < set.f[f].n; i++)
+                if (!set.f[f].e[i].used && !unused++)
+                    ex = set.f[f].e[i].name;
+        char files[48] = "";
+        if (set.n > 1)
+            snprintf(files, sizeof files, "%d files, ", set.n);
         if (unused)
-            snprintf(info, infolen, "safetensors, %ld tensors read; %ld not parameters of this graph (e.g. '%.200s')",
-                     nread, unused, ex);
+            snprintf(info, infolen, "safetensors, %s%ld tensors read; %ld not parameters of this graph (e.g. "
+                     "'%.200s')", files, nread, unused, ex);
         else
-            snprintf(info, infolen, "safetensors, %ld tensors read", nread);
+            snprintf(info, infolen, "safetensors, %s%ld tensors read", files, nread);
     }
-    st_close(&sf);
+    set_close(&set);
     return rc;
 }
 
@@ -713,6 +892,16 @@ static void sync_parent(const char *path)
 
 int gcrt_st_save(const char *path, const gc_program *p, const float *params, int bf16, char *err, size_t errlen)
 {
+    for (int i = 0; i < p->nparams; i++) {     /* a diverged run's parameters are no checkpoint */
+        const gc_param_info *q = &p->params[i];
+        for (long k = 0; k < q->numel; k++)
+            if (!isfinite(params[q->offset + k]))
+                return fail(err, errlen, "%s: not written: parameter '%s' element %ld is %s", path, q->name, k,
+                            isnan(params[q->offset + k]) ? "nan" : "infinite");
+    }
+    int kind = gcrt_output_kind(path, 1, err, errlen);   /* files.c: a device is written in place */
+    if (kind < 0)
+        return -1;
     size_t hlen = 0;
     char *header = make_header(p, bf16, &hlen);
     size_t plen = strlen(path);
@@ -724,9 +913,11 @@ int gcrt_st_save(const char *path, const gc_program *p, const float *params, int
     }
     memcpy(tmp, path, plen);
     memcpy(tmp + plen, ".tmp", 5);
-    st_out o = {.fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC, 0644), .path = path, .tmp = tmp};
+    int through = kind == GCRT_OUT_THROUGH;
+    st_out o = {.fd = through ? open(path, O_WRONLY) : open(tmp, O_WRONLY | O_CREAT | O_TRUNC, 0644), .path = path,
+                .tmp = tmp};
     if (o.fd < 0) {
-        fail(err, errlen, "%s: cannot create %s: %s", path, tmp, strerror(errno));
+        fail(err, errlen, "%s: cannot create %s: %s", path, through ? path : tmp, strerror(errno));
         free(header), free(tmp), free(buf);
         return -1;
     }
@@ -742,17 +933,18 @@ int gcrt_st_save(const char *path, const gc_program *p, const float *params, int
         for (long k = 0; k < (q->st_layers ? q->st_layers : 1) && !o.failed; k++)
             write_tensor(&o, q, params + tensor_base(q, k, name, sizeof name), bf16, buf);
     }
-    if (!o.failed && fsync(o.fd) != 0)
+    if (!o.failed && !through && fsync(o.fd) != 0)
         o.failed = 1, o.err_no = errno;
     if (close(o.fd) != 0 && !o.failed)
         o.failed = 1, o.err_no = errno;
-    if (!o.failed && rename(tmp, path) != 0)
+    if (!o.failed && !through && rename(tmp, path) != 0)
         o.failed = 1, o.err_no = errno;
     int rc = 0;
     if (o.failed) {
-        unlink(tmp);
+        if (!through)
+            unlink(tmp);
         rc = fail(err, errlen, "%s: cannot write: %s", path, strerror(o.err_no));
-    } else {
+    } else if (!through) {
         sync_parent(path);
     }
     free(header), free(tmp), free(buf);
@@ -761,12 +953,6 @@ int gcrt_st_save(const char *path, const gc_program *p, const float *params, int
 
 /* ---------------------------------------------------------------- which format */
 
-static int ends_with(const char *s, const char *suffix)
-{
-    size_t n = strlen(s), m = strlen(suffix);
-    return n >= m && !strcmp(s + n - m, suffix);
-}
-
 int gcrt_st_is_save_path(const char *path)
 {
     return ends_with(path, ".safetensors");
@@ -774,7 +960,7 @@ int gcrt_st_is_save_path(const char *path)
 
 int gcrt_st_is_file(const char *path)
 {
-    if (ends_with(path, ".safetensors"))
+    if (ends_with(path, ".safetensors") || ends_with(path, ".safetensors.index.json"))
         return 1;
     int fd = open(path, O_RDONLY | O_NONBLOCK);
     if (fd < 0)

@@ -20,5 +20,5 @@ cmake --build build-asan -j"$jobs"
 # 20 s here; 60 s by default)
 CC=clang-14 cmake -S . -B build-fuzz -DCMAKE_BUILD_TYPE=RelWithDebInfo -DGC_SANITIZE=ON -DGC_FUZZ=ON -DGC_WERROR=ON \
       -DGC_CUDA_TESTS=OFF -DGC_ONLY_TESTS=fuzz -DGC_FUZZ_SECONDS=20 -DGC_FUZZ_RUNS=20000 >/dev/null
-cmake --build build-fuzz -j"$jobs" --target fuzz_compile fuzz_ckpt fuzz_shard fuzz_train_cli fuzz_gcompile_cli fuzz_state gen_seeds
+cmake --build build-fuzz -j"$jobs" --target fuzz_compile fuzz_ckpt fuzz_shard fuzz_train_cli fuzz_gcompile_cli fuzz_state fuzz_safetensors gen_seeds
 (cd build-fuzz && ctest -L fuzz -j"$jobs" --output-on-failure)

@@ -3,7 +3,7 @@
 # CPU target, with models/gpt2.graph's `from` names (tiny dims, Vp > V so the
 # stored wte is a corner of the parameter). Files come from st_tool.py.
 # usage: st.sh GCOMPILE GRAPH WORKDIR CHECK
-#   CHECK: roundtrip | hf_loss | dtypes | prefix | corrupt | split | llama
+#   CHECK: roundtrip | hf_loss | dtypes | sharded | prefix | corrupt | split | llama
 set -u
 gc=$1 graph=$2 dir=$3 check=$4
 here=$(cd "$(dirname "$0")" && pwd)
@@ -105,6 +105,36 @@ dtypes)     # BF16 and F16 files widen to fp32 exactly: the same loss as the llm
         cmp $dt.bin $dt.out.bin || fail "$dt: the widened parameters are not the llm.c file's"
     done
     ;;
+sharded)    # a checkpoint in several files (as Hugging Face ships large models): through its index
+            # (model.safetensors.index.json) or a glob; the same loss and parameters as the one file
+    compile t
+    $tool gen one.safetensors $GEN --buffers 0 || fail "gen"
+    $tool shards one.safetensors sh 3 || fail "shards"
+    a=$(loss1 t one.safetensors)
+    b=$(loss1 t sh/model.safetensors.index.json)
+    grep -q '^init: sh/model.safetensors.index.json (safetensors, 3 files, 28 tensors read)$' run.out ||
+        { cat run.out; fail "init line"; }
+    c=$(loss1 t 'sh/model-*.safetensors')
+    [ -n "$a" ] && [ "$a" = "$b" ] && [ "$a" = "$c" ] || fail "one file $a, index $b, glob $c"
+    ./t --steps 0 --init sh/model.safetensors.index.json --save back.safetensors >/dev/null || fail "save"
+    $tool cmp one.safetensors back.safetensors || fail "the shards' tensors saved as one file differ"
+    expect_err() {  # expect_err PATTERN INIT
+        ./t --steps 1 --init "$2" >out.txt 2>err.txt && fail "$2 loaded"
+        [ "$(wc -l <err.txt)" -eq 1 ] && grep -q -- "^error: $1" err.txt || { cat err.txt; fail "$2: lacks '$1'"; }
+    }
+    $tool shards one.safetensors dup 3 dup || fail "shards dup"
+    expect_err "dup/model-00003-of-00003.safetensors: offset [0-9]*: tensor 'transformer.h.0.attn.c_attn.bias' is in dup/model-00001-of-00003.safetensors too" dup/model.safetensors.index.json
+    $tool shards one.safetensors lie 3 map || fail "shards map"
+    expect_err "lie/model.safetensors.index.json: weight_map puts tensor 'transformer.h.0.attn.c_attn.bias' in model-00002-of-00003.safetensors, which does not hold it (the index lies)" lie/model.safetensors.index.json
+    rm sh/model-00002-of-00003.safetensors
+    expect_err "sh/model-00002-of-00003.safetensors: cannot open" sh/model.safetensors.index.json
+    expect_err "sh/model-\*.safetensors: no tensor 'transformer.h.0.ln_1.bias' (parameter 'ln1b', layer 0" 'sh/model-*.safetensors'
+    expect_err "nothere/model-\*.safetensors: no file matches" 'nothere/model-*.safetensors'
+    printf '{"weight_map": [1]}' >bad.safetensors.index.json
+    expect_err "bad.safetensors.index.json: no \"weight_map\" object" bad.safetensors.index.json
+    printf '{"weight_map": {"a": "../x.safetensors"}}' >up.safetensors.index.json
+    expect_err "up.safetensors.index.json: weight_map: tensor 'a' names no file in the index's directory" up.safetensors.index.json
+    ;;
 prefix)     # Hugging Face's own gpt2 file names its tensors without "transformer." (a checkpoint of the base
             # model): the loader finds them by dropping the first component of the graph's names
     compile t
@@ -158,6 +188,11 @@ corrupt)    # every broken file: exit 1, one error line that names the file (and
         [ $? -eq 1 ] || fail "a FIFO --init did not fail at once"
         grep -q "^error: fifo.safetensors: not a regular file" err.txt || { cat err.txt; fail "FIFO message"; }
     }
+    # NaN parameters load (the first step's loss says so) but are never saved
+    $tool corrupt good.safetensors nan nan.safetensors transformer.wpe.weight || fail "corrupt nan"
+    ./t --steps 0 --init nan.safetensors --save out.safetensors >out.txt 2>err.txt && fail "saved NaN parameters"
+    grep -q "^error: out.safetensors: not written: parameter 'wpe' element 1 is nan$" err.txt || { cat err.txt; fail "NaN save"; }
+    [ -e out.safetensors ] || [ -e out.safetensors.tmp ] && fail "a refused save left a file"
     # a save that cannot be written leaves nothing behind
     ./t --steps 0 --save nodir/x.safetensors >out.txt 2>err.txt && fail "saved into a missing directory"
     ls nodir 2>/dev/null && fail "nodir appeared"

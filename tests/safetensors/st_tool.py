@@ -10,6 +10,8 @@ json + numpy; no safetensors library), in Hugging Face's GPT-2 layout.
       (widened to fp32) as llm.c's model file, version 3 (Conv1D weights
       transposed, wte padded with zero rows to Vp)
   cmp A B           same tensors (names, dtypes, shapes, bytes); exit 1 if not
+  shards FILE DIR K [dup|map]  FILE as K files plus Hugging Face's index (a sharded
+                    checkpoint); dup/map: a tensor in two files / the index lying
   eq FILE A B       tensors A and B of FILE hold the same bytes (exit 1 if not)
   close A B TOL     same names, dtypes and shapes; F32 values within TOL (absolute)
   bf16of A B        B's tensors are A's F32 tensors rounded to BF16 (nearest even)
@@ -160,6 +162,30 @@ def gen(args):
                 f.write(np.ascontiguousarray(p, np.float32).tobytes())
 
 
+def shards(src, outdir, k, lie=None):
+    """Splits src into k files OUTDIR/model-0000i-of-0000k.safetensors and writes Hugging Face's
+    index (model.safetensors.index.json, weight_map: tensor -> file). lie: "dup" repeats one
+    tensor in the last file; "map" puts a tensor in the wrong file in the index."""
+    import os
+    k = int(k)
+    os.makedirs(outdir, exist_ok=True)
+    _, t = read(src)
+    names = sorted(t)
+    wmap = {}
+    for i in range(k):
+        fname = "model-%05d-of-%05d.safetensors" % (i + 1, k)
+        part = {n: t[n] for n in names[i::k]}
+        if lie == "dup" and i == k - 1:
+            part[names[0]] = t[names[0]]
+        write(os.path.join(outdir, fname), part, {"format": "pt"})
+        for n in part:
+            wmap.setdefault(n, fname)
+    if lie == "map":
+        wmap[names[0]] = "model-%05d-of-%05d.safetensors" % (2, k)
+    with open(os.path.join(outdir, "model.safetensors.index.json"), "w") as f:
+        json.dump({"metadata": {"total_size": 0}, "weight_map": wmap}, f, indent=2)
+
+
 def cmp(a, b):
     _, x = read(a)
     _, y = read(b)
@@ -281,6 +307,9 @@ def corrupt(src, kind, dst, arg=None):
         b, e = header[arg]["data_offsets"]
         header[arg]["data_offsets"] = [e, b]
         emit(header)
+    elif kind == "nan":       # the tensor's element 1 a NaN (F32 files)
+        b, e = header[arg]["data_offsets"]
+        emit(header, data[:b + 4] + struct.pack("<f", float("nan")) + data[b + 8:])
     elif kind == "metadata_nonstring":
         header["__metadata__"] = {"format": 3}
         emit(header)
@@ -448,6 +477,8 @@ def main():
         gen(["OUT", rest[0]] + rest[1:])
     elif cmd == "cmp":
         sys.exit(cmp(*rest))
+    elif cmd == "shards":
+        shards(*rest)
     elif cmd == "eq":
         _, t = read(rest[0])
         sys.exit(0 if t[rest[1]] == t[rest[2]] else 1)
