@@ -54,3 +54,12 @@ n2=$(count 1) n3=$(count 2)
 [ -n "$want" ] && [ -n "$n2" ] && [ -n "$n3" ] || fail "launch counts missing (compiler '$want', emulator '$n2' '$n3')"
 [ $((n3 - n2)) -eq "$want" ] || fail "the emulator launched $((n3 - n2)) kernels per step, gcompile counts $want"
 echo "launches per step: $want (compiler) = $((n3 - n2)) (emulator) ok"
+# Host synchronisations per step under --log (the gradient norm on the device,
+# read once; issue 24): at most 4, from the emulator's count for 2 steps
+# minus 1 step (the first step's one-time waits cancel)
+syncs() { GCEMU_COUNTS=1 ./train_emu --steps "$1" --seed 1 --log sync$1.jsonl 2>&1 >/dev/null |
+          sed -n 's/^gcemu: launches .* syncs \([0-9]*\)$/\1/p'; }
+s1=$(syncs 1) s2=$(syncs 2)
+[ -n "$s1" ] && [ -n "$s2" ] || fail "sync counts missing (emulator '$s1' '$s2')"
+[ $((s2 - s1)) -le 4 ] || fail "--log makes $((s2 - s1)) host synchronisations per step, want <= 4"
+echo "host synchronisations per step under --log: $((s2 - s1)) (<= 4) ok"

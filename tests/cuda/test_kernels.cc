@@ -1288,6 +1288,34 @@ static void test_vectors()
                     failures++;
                 }
             }
+            /* the device total over several tensors (one wait per step's norm): the same
+             * bits as adding the tensors' gc_device_sumsq in order, also when one takes
+             * every block (300001 elements) and one starts misaligned; a reset then
+             * nothing reads 0, and the add after a reset overwrites */
+            if (!bf && pad == 0) {
+                Vec a = rand_vec(300001, -2.0f, 2.0f), b = rand_vec(1003), c = rand_vec(17);
+                Dev d;
+                float *da = d.up(a), *db = d.up(b, 1), *dc = d.up(c);
+                double want = 0;
+                want += gc_device_sumsq(da, (long)a.size());
+                want += gc_device_sumsq(db, (long)b.size());
+                want += gc_device_sumsq(dc, (long)c.size());
+                gc_device_sumsq_reset();
+                double none = gc_device_sumsq_read();
+                gc_device_sumsq_add(dc, (long)c.size());   /* then reset: must not count */
+                gc_device_sumsq_reset();
+                gc_device_sumsq_add(da, (long)a.size());
+                gc_device_sumsq_add(db, (long)b.size());
+                gc_device_sumsq_add(dc, (long)c.size());
+                double got = gc_device_sumsq_read(), on_dev = 0;
+                gc_device_download(&on_dev, gc_device_sumsq_total_ptr(), sizeof on_dev);
+                checks++;
+                if (!(got == want && on_dev == want && none == 0.0)) {
+                    printf("FAIL vectors sumsq total: %.17g (on the device %.17g; after a reset %g), want %.17g\n",
+                           got, on_dev, none, want);
+                    failures++;
+                }
+            }
             /* AdamW: 1003 elements (a tail of 3), the bf16 copy when bf */
             {
                 long n = 1003;

@@ -110,12 +110,13 @@ inline uint32_t gcemu_lt_align(const void *p)
 
 /* With $GCEMU_COUNTS set, a program prints at exit what a GPU would have
  * launched: "gcemu: launches N" (kernels + cuBLASLt matmuls + memsets), so a
- * test can compare it with gcompile's kernel_launches_per_step. */
+ * test can compare it with gcompile's kernel_launches_per_step, and how
+ * often the host waited for the device ("syncs N", cuda_runtime.h). */
 inline void gcemu_print_counts()
 {
-    fprintf(stderr, "gcemu: launches %ld (kernels %ld, matmuls %ld, memsets %ld; dgelu_bgrad epilogues %ld)\n",
+    fprintf(stderr, "gcemu: launches %ld (kernels %ld, matmuls %ld, memsets %ld; dgelu_bgrad epilogues %ld) syncs %ld\n",
             gcemu_launch_count() + gcemu_lt_matmuls + gcemu_memsets, gcemu_launch_count(), gcemu_lt_matmuls,
-            gcemu_memsets, gcemu_lt_bgrads);
+            gcemu_memsets, gcemu_lt_bgrads, gcemu_syncs);
 }
 inline struct gcemu_counts_at_exit {
     gcemu_counts_at_exit()
