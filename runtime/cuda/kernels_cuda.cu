@@ -352,7 +352,9 @@ static void plan_build(MatmulPlan *p)
     cublasStatus_t s =
         cublasLtMatmulAlgoGetHeuristic(gc_cublaslt, p->desc, p->la, p->lb, p->lc, p->lc, pref, 1, &res, &nres);
     GC_CUBLAS_CHECK(cublasLtMatmulPreferenceDestroy(pref));
-    if (p->gelu && (s == CUBLAS_STATUS_NOT_SUPPORTED || (s == CUBLAS_STATUS_SUCCESS && nres < 1))) {
+    /* a GELU epilogue without an algorithm: NOT_SUPPORTED, or INVALID_VALUE from some cuBLASLt versions */
+    if (p->gelu && (s == CUBLAS_STATUS_NOT_SUPPORTED || s == CUBLAS_STATUS_INVALID_VALUE ||
+                    (s == CUBLAS_STATUS_SUCCESS && nres < 1))) {
         p->unsupported = 1;   /* the caller runs the plain matmul and a GELU kernel */
         return;
     }

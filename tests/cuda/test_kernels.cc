@@ -1456,6 +1456,35 @@ static void test_gelu()
                 }
 #endif
             }
+#ifdef GCEMU
+    /* a heuristic that answers INVALID_VALUE for the GELU epilogue (some cuBLASLt versions): the
+     * plain matmul and the GELU kernel, the same results, no exit */
+    {
+        long M = 5, N = 8, K = 3, n = M * N;
+        Vec a = rand_vec(M * K), b = rand_vec(N * K), bias = rand_vec(N), hw(n), pw(n);
+        cpu_matmul_bias_gelu(hw.data(), pw.data(), a.data(), b.data(), bias.data(), 1, M, N, K, 0, 1);
+        gc_cuda_matmul_cache_clear();
+        gcemu_lt_gelu_status = CUBLAS_STATUS_INVALID_VALUE;
+        long l0 = 0, m0 = 0;   /* of the last run */
+        Vec got = run_gpu("matmul_bias_gelu heuristic INVALID_VALUE", [&] {
+            Dev d;
+            float *h = d.up(nan_vec(n)), *p = d.up(nan_vec(n));
+            l0 = gcemu_launch_count(), m0 = gcemu_lt_matmuls;
+            gc_matmul_bias_gelu(h, p, d.up(a), d.up(b), d.up(bias), 1, M, N, K, 0, 1);
+            l0 = gcemu_launch_count() - l0, m0 = gcemu_lt_matmuls - m0;
+            return cat({down(h, n), down(p, n)});
+        });
+        gcemu_lt_gelu_status = CUBLAS_STATUS_SUCCESS;
+        gc_cuda_matmul_cache_clear();
+        close("matmul_bias_gelu heuristic INVALID_VALUE", got, cat({hw, pw}), 1e-5f);
+        checks++;
+        if (m0 != 1 || l0 != 1) {
+            printf("FAIL matmul_bias_gelu heuristic INVALID_VALUE: %ld cuBLASLt calls and %ld kernels, want 1 and 1\n",
+                   m0, l0);
+            failures++;
+        }
+    }
+#endif
 }
 
 /* ---------------------------------------------------------------- bias gradient in the dgelu matmul */
