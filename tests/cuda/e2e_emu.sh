@@ -54,6 +54,15 @@ n2=$(count 1) n3=$(count 2)
 [ -n "$want" ] && [ -n "$n2" ] && [ -n "$n3" ] || fail "launch counts missing (compiler '$want', emulator '$n2' '$n3')"
 [ $((n3 - n2)) -eq "$want" ] || fail "the emulator launched $((n3 - n2)) kernels per step, gcompile counts $want"
 echo "launches per step: $want (compiler) = $((n3 - n2)) (emulator) ok"
+# bf16: the plan labels the weight copies, which run only after the host wrote
+# the masters (GC_PHASE_PARAMS), phase "params", and nothing else
+if [ "$prec" = bf16 ]; then
+    "$gc" "$graph" --config tiny --target cuda --precision bf16 $flags --emit plan -o plan.json || fail "--emit plan"
+    np=$(grep -c '"phase": "params"' plan.json)
+    nc=$(grep -B2 '"phase": "params"' plan.json | grep -c '"name": ".*\.bf16"')
+    [ "$np" -gt 0 ] && [ "$np" -eq "$nc" ] || fail "plan: $np ops of phase params, $nc of them bf16 weight copies"
+    echo "plan: $np bf16 weight copies in phase params ok"
+fi
 # Host synchronisations per step under --log (the gradient norm on the device,
 # read once; issue 24): at most 4, from the emulator's count for 2 steps
 # minus 1 step (the first step's one-time waits cancel)
