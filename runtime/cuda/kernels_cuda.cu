@@ -512,22 +512,58 @@ __device__ __forceinline__ float gelu_grad_f(float x)
     float th = tanhf(0.7978845608028654f * (x + cube));
     return 0.5f * (1.0f + th) + x * 0.5f * (1.0f - th * th) * 0.7978845608028654f * (1.0f + 3.0f * 0.044715f * x * x);
 }
-/* h = gelu(pre) */
-template <class T> __global__ void gelu_kernel(T *h, const T *pre, long n)
+/* h = gelu(pre): nv 16-byte vectors (vec_items), then one element per item */
+template <class T> __global__ void gelu_kernel(T *h, const T *pre, long n, long nv)
 {
-    long e = (long)blockIdx.x * blockDim.x + threadIdx.x;
+    const int V = VecN<T>::N;
+    long t = (long)blockIdx.x * blockDim.x + threadIdx.x;
+    if (t < nv) {
+        float w[V];
+        gc_vload<V>(w, pre + t * V);
+#pragma unroll
+        for (int k = 0; k < V; k++)
+            w[k] = gelu_f(w[k]);
+        gc_vstore<V>(h + t * V, w);
+        return;
+    }
+    long e = nv * V + (t - nv);
     if (e < n)
         store(h + e, gelu_f(to_f(pre[e])));
 }
-/* d *= gelu'(pre), h = gelu(pre) */
-template <class T> __global__ void dgelu_kernel(T *d, T *h, const T *pre, long n)
+/* d *= gelu'(pre), h = gelu(pre); vectors as gelu_kernel */
+template <class T> __global__ void dgelu_kernel(T *d, T *h, const T *pre, long n, long nv)
 {
-    long e = (long)blockIdx.x * blockDim.x + threadIdx.x;
+    const int V = VecN<T>::N;
+    long t = (long)blockIdx.x * blockDim.x + threadIdx.x;
+    if (t < nv) {
+        float p[V], dv[V], hv[V];
+        gc_vload<V>(p, pre + t * V);
+        gc_vload<V>(dv, d + t * V);
+#pragma unroll
+        for (int k = 0; k < V; k++) {
+            dv[k] *= gelu_grad_f(p[k]);
+            hv[k] = gelu_f(p[k]);
+        }
+        gc_vstore<V>(d + t * V, dv);
+        gc_vstore<V>(h + t * V, hv);
+        return;
+    }
+    long e = nv * V + (t - nv);
     if (e < n) {
         float p = to_f(pre[e]);
         store(d + e, gelu_grad_f(p) * to_f(d[e]));
         store(h + e, gelu_f(p));
     }
+}
+template <class T> static void launch_gelu(T *h, const T *pre, long n)
+{
+    long nv = vec_count(n, VecN<T>::N, al16(h) && al16(pre));
+    GC_LAUNCH(gelu_kernel<T>, grid_for(vec_items(n, VecN<T>::N, nv), 256), 256, 0, h, pre, n, nv);
+}
+template <class T> static void launch_dgelu(T *d, T *h, const T *pre, long n)
+{
+    long nv = vec_count(n, VecN<T>::N, al16(d) && al16(h) && al16(pre));
+    GC_LAUNCH(dgelu_kernel<T>, grid_for(vec_items(n, VecN<T>::N, nv), 256), 256, 0, d, h, pre, n, nv);
 }
 
 /* cuBLASLt's GELU epilogues (aux = pre, ld N) want bias and aux 16-byte
@@ -549,7 +585,7 @@ static void matmul_bias_gelu(T *h, T *pre, const T *a, const T *b, const T *bias
         return;
     matmul(pre, t, a, b, t, batch, M, N, K, ta, tb, 0, bias);
     long n = batch * M * N;
-    GC_LAUNCH(gelu_kernel<T>, grid_for(n, 256), 256, 0, h, (const T *)pre, n);
+    launch_gelu<T>(h, pre, n);
 }
 
 /* dpre = gelu'(pre) * (a b) and h = gelu(pre) (recomputed for the
@@ -563,11 +599,11 @@ static void matmul_dgelu(T *dpre, T *h, const T *a, const T *b, const T *pre, cu
         return;
     long n = batch * M * N;
     if (gelu_epilogue_ok(NULL, pre, batch, N) && matmul(dpre, t, a, b, t, batch, M, N, K, ta, tb, 0, NULL, 2, pre)) {
-        GC_LAUNCH(gelu_kernel<T>, grid_for(n, 256), 256, 0, h, pre, n);
+        launch_gelu<T>(h, pre, n);
         return;
     }
     matmul(dpre, t, a, b, t, batch, M, N, K, ta, tb, 0);
-    GC_LAUNCH(dgelu_kernel<T>, grid_for(n, 256), 256, 0, dpre, h, pre, n);
+    launch_dgelu<T>(dpre, h, pre, n);
 }
 
 template <class T> static void reduce_rows(float *out, const T *in, long rows, long cols, int acc);
@@ -593,7 +629,7 @@ static void matmul_dgelu_bgrad(T *dpre, T *h, float *db, const T *a, const T *b,
     if (t == CUDA_R_32F && !(acc & 4) && gelu_epilogue_ok(db, pre, batch, N) &&
         matmul(dpre, t, a, b, t, batch, M, N, K, ta, tb, 0, db, 3, pre)) {
         long n = batch * M * N;
-        GC_LAUNCH(gelu_kernel<T>, grid_for(n, 256), 256, 0, h, pre, n);
+        launch_gelu<T>(h, pre, n);
         return;
     }
     matmul_dgelu<T>(dpre, h, a, b, pre, t, batch, M, N, K, ta, tb);
