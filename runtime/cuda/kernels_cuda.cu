@@ -765,22 +765,32 @@ __global__ void colsum_kernel(ColOut o, float *partial, F f, long rows, long col
             sh[k][threadIdx.y][threadIdx.x * W + j] = v[k][j];
     __syncthreads();
     bool lead = threadIdx.y == 0 && mine;   /* sums the 8 rows of partial sums of its columns */
+    /* s in registers: loops over k and j with compile-time bounds (unrolled), run-time tests inside */
     float s[F::NOUT][W] = {};
-    for (int k = 0; k < F::NOUT && lead; k++)
-        for (int j = 0; j < W; j++) {
-            float t = 0.0f;
-            for (int y = 0; y < CS_TY; y++)
-                t += sh[k][y][threadIdx.x * W + j];
-            s[k][j] = t;
-        }
+    if (lead)
+#pragma unroll
+        for (int k = 0; k < F::NOUT; k++)
+#pragma unroll
+            for (int j = 0; j < W; j++) {
+                float t = 0.0f;
+                for (int y = 0; y < CS_TY; y++)
+                    t += sh[k][y][threadIdx.x * W + j];
+                s[k][j] = t;
+            }
     if (!partial) {   /* one chunk: the sums are final */
-        for (int k = 0; k < F::NOUT && lead; k++)
-            for (int j = 0; j < W && o.out[k]; j++)
-                put(o.out[k] + c + j, s[k][j], o.acc[k]);
+        if (lead)
+#pragma unroll
+            for (int k = 0; k < F::NOUT; k++)
+                if (o.out[k])
+#pragma unroll
+                    for (int j = 0; j < W; j++)
+                        put(o.out[k] + c + j, s[k][j], o.acc[k]);
         return;
     }
-    for (int k = 0; k < F::NOUT && lead; k++)
-        gc_vstore<W>(partial + ((long)k * gridDim.y + blockIdx.y) * cols + c, s[k]);
+    if (lead)
+#pragma unroll
+        for (int k = 0; k < F::NOUT; k++)
+            gc_vstore<W>(partial + ((long)k * gridDim.y + blockIdx.y) * cols + c, s[k]);
     if (!final)
         return;
     __threadfence();   /* the partial sums are visible before the count */
@@ -790,17 +800,20 @@ __global__ void colsum_kernel(ColOut o, float *partial, F f, long rows, long col
     __syncthreads();
     if (!last)
         return;
-    /* the tile's last block: out_k[c] (+)= the chunks' sums, in chunk order */
-    for (int k = 0; k < F::NOUT && lead; k++) {
-        if (!o.out[k])
-            continue;
-        for (int j = 0; j < W; j++) {
-            float t = 0.0f;
-            for (long y = 0; y < (long)gridDim.y; y++)
-                t += ld_cg(partial + ((long)k * gridDim.y + y) * cols + c + j);
-            put(o.out[k] + c + j, t, o.acc[k]);
+    /* the tile's last block: out_k[c] (+)= the chunks' sums, in chunk order (k unrolled: o.out[k]
+       indexed at run time would copy o to the stack) */
+    if (lead)
+#pragma unroll
+        for (int k = 0; k < F::NOUT; k++) {
+            if (!o.out[k])
+                continue;
+            for (int j = 0; j < W; j++) {
+                float t = 0.0f;
+                for (long y = 0; y < (long)gridDim.y; y++)
+                    t += ld_cg(partial + ((long)k * gridDim.y + y) * cols + c + j);
+                put(o.out[k] + c + j, t, o.acc[k]);
+            }
         }
-    }
     if (threadIdx.x == 0 && threadIdx.y == 0)
         gc_cs_done[blockIdx.x] = 0;   /* ready for the next launch */
 }

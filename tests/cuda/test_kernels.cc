@@ -1789,7 +1789,7 @@ static void test_attention()
 {
     struct { long B, NH, T, hs; int heads_out; } shapes[] = {
         {1, 1, 1, 1, 1}, {2, 3, 37, 12, 1}, {1, 2, 70, 16, 0}, {1, 1, 33, 64, 1}, {1, 2, 45, 40, 0},
-        {1, 1, 20, 128, 1},
+        {1, 1, 20, 128, 1}, {1, 2, 41, 24, 1},
     };
     char name[160];
     for (auto s : shapes)
