@@ -28,6 +28,9 @@ typedef struct AD {
     /* forward ops reading each storage root of a forward tensor, ascending
        (readers + rstart[r] .. rstart[r + 1]); forward ops never change here */
     int *rstart, *readers, nt0;
+    /* the sharing groups (may_share): forward tensor member[i] has its
+       gradient in storage root gradroot[i] */
+    int *member, *gradroot, ngroup, capgroup;
 } AD;
 
 /* ---- coverage of gradient roots ---------------------------------------------------- */
@@ -44,6 +47,18 @@ static void grow(AD *ad)
         ad->ncov[i] = 0;
     }
     ad->capt = cap;
+}
+
+/* forward tensor t's gradient lives in gradient storage root r */
+static void join(AD *ad, int t, int r)
+{
+    if (ad->ngroup == ad->capgroup) {
+        ad->capgroup = ad->capgroup ? 2 * ad->capgroup : 64;
+        ad->member = xrealloc(ad->member, (size_t)ad->capgroup * sizeof *ad->member);
+        ad->gradroot = xrealloc(ad->gradroot, (size_t)ad->capgroup * sizeof *ad->gradroot);
+    }
+    ad->member[ad->ngroup] = t;
+    ad->gradroot[ad->ngroup++] = r;
 }
 
 /* bytes of [lo,hi) already written in root r */
@@ -100,6 +115,8 @@ static int grad_of(AD *ad, int t)
     } else {
         gt = graph_add_tensor(g, name, DT_F32, g->t[t].rank, g->t[t].shape,
                               g->t[t].kind == TK_PARAM ? TK_GRAD : TK_ACTGRAD, ad->loc);
+        if (g->t[t].kind != TK_PARAM && t < ad->nt0)
+            join(ad, t, gt);
     }
     free(name);
     g->t[t].grad = gt;
@@ -257,13 +274,6 @@ static void grad_matmul(AD *ad, const Op *op, int dy)
     }
 }
 
-/* Whether b's gradient of c = a + b (same shape) may be dy's storage itself
- * rather than a copy: b has no gradient yet, is its own storage, and no op
- * before this one reads it (so the only reader of db is the backward of b's
- * producer). When a's gradient is dy's storage too (a_alias), every
- * contribution to da must come after that reader: the ops before this one
- * that read a all precede b's producer (they are visited after it). The
- * residual stream x + f(x) of a transformer is this case. */
 /* whether a forward op in [lo, hi) reads root r (a forward tensor's) */
 static int read_between(const AD *ad, int r, int lo, int hi)
 {
@@ -280,19 +290,64 @@ static int read_between(const AD *ad, int r, int lo, int hi)
     return a < ad->rstart[r + 1] && ad->readers[a] < hi;
 }
 
-static int add_alias_b(const AD *ad, const Op *op, int a_alias)
+/* THE SHARING RULE (the one place that decides it; docs/training.md).
+ *
+ * Backward ops write a gradient either fresh or by accumulating into it in
+ * place (acc). Where c = a + b (or c = allreduce(u)), the gradient of an
+ * operand u may be dc's storage itself instead of a copy; the forward
+ * tensors whose gradients share one storage root form a group. The gradient
+ * of a group member Y is read once, when the backward of Y's producer runs
+ * (visit p_Y, the ops being visited in reverse), and until then its bytes
+ * must hold Y's gradient and nothing else; an accumulation into member X
+ * happens at the visit of each forward op that reads X, and it writes the
+ * shared bytes. So:
+ *
+ *   u may join the group of dc at the visit of op q only when no
+ *   accumulation into the group's bytes can fall while a member other than
+ *   the accumulated one is still to be read: no forward op in [p_u, q)
+ *   reads another member X (it would overwrite u's gradient before p_u
+ *   reads it; p_u itself counts: a matmul writing dX while reading du), and
+ *   no forward op in [p_Y, q) reads u, for each member Y whose producer
+ *   p_Y < q is still to be visited.
+ *
+ * The members already read (producers visited) and the ancestors of u in
+ * the group (c and the adds above it, all visited) take no part. Otherwise
+ * the caller copies dc. Example: x + (matmul(x, w) + z): matmul(x, w) may not
+ * share with x, since the matmul's backward accumulates into dx while it still
+ * reads the matmul's gradient. The residual stream x + f(ln(x)) of a
+ * transformer shares: ln(x) precedes f's producer. plancheck.c checks the
+ * result on the finished plan, independently (rule 8). */
+static int may_share(const AD *ad, int u, int dy, int q)
 {
     const Graph *g = ad->g;
-    int a = op->in[0], b = op->in[1];
-    const Tensor *tb = &g->t[b];
-    if (tb->grad >= 0 || tb->view_of >= 0 || tb->kind == TK_PARAM || tb->producer < 0 ||
-        tb->numel != g->t[op->out[0]].numel)
+    const Tensor *tu = &g->t[u];
+    if (tu->grad >= 0 || tu->view_of >= 0 || tu->kind == TK_PARAM || tu->producer < 0 ||
+        u >= ad->nt0 || tu->numel != g->t[dy].numel)
         return 0;
-    if (read_between(ad, b, 0, op->id))
-        return 0;
-    if (a_alias && read_between(ad, graph_root(g, a, NULL), tb->producer, op->id))
-        return 0;
+    int r = graph_root(g, dy, NULL), pu = tu->producer;
+    for (int i = 0; i < ad->ngroup; i++) {
+        if (ad->gradroot[i] != r)
+            continue;
+        int x = ad->member[i], px = g->t[x].producer;
+        if (read_between(ad, x, pu, q))
+            return 0;
+        if (px >= 0 && px < q && read_between(ad, u, px, q))
+            return 0;
+    }
     return 1;
+}
+
+/* u's gradient is dy's storage (may_share said yes): a view of dy, and u a
+ * member of dy's group. */
+static void share(AD *ad, int u, int dy)
+{
+    Graph *g = ad->g;
+    int r = graph_root(g, dy, NULL);
+    char *name = xasprintf("d.%s", g->t[u].name);
+    int v = make_view(ad, dy, 0, g->t[u].rank, g->t[u].shape, name);
+    free(name);
+    g->t[u].grad = v;
+    join(ad, u, r);
 }
 
 /* The readers-by-root index of the forward ops [0, nfwd). */
@@ -317,29 +372,17 @@ static void index_readers(AD *ad, int nfwd)
 static void grad_add(AD *ad, const Op *op, int dy)
 {
     Graph *g = ad->g;
-    int a = op->in[0], b = op->in[1], a_alias = 0;
+    int a = op->in[0], b = op->in[1];
     if (NEEDS(0)) {
-        const Tensor *ta = &g->t[a];
-        if (ta->grad < 0 && ta->view_of < 0 && ta->kind != TK_PARAM) {
-            /* da = dc: a's gradient is dc's storage itself, no copy. Safe: the
-               only other reader of dc is b's copy/reduction right below, and
-               later contributions to da come from ops visited after this one. */
-            char *name = xasprintf("d.%s", ta->name);
-            g->t[a].grad = make_view(ad, dy, 0, ta->rank, ta->shape, name);
-            free(name);
-            a_alias = 1;
-        } else {
+        if (may_share(ad, a, dy, op->id))     /* da = dc, no copy */
+            share(ad, a, dy);
+        else
             emit1(ad, OP_COPY, &dy, 1, a, NULL, "bwd");
-        }
     }
     if (NEEDS(1)) {
-        if (add_alias_b(ad, op, a_alias)) {   /* db = dc, no copy */
-            const Tensor *tb = &g->t[b];
-            char *name = xasprintf("d.%s", tb->name);
-            int v = make_view(ad, dy, 0, tb->rank, tb->shape, name);
-            g->t[b].grad = v;
-            free(name);
-        } else if (g->t[b].numel == g->t[dy].numel)
+        if (may_share(ad, b, dy, op->id))     /* db = dc, no copy */
+            share(ad, b, dy);
+        else if (g->t[b].numel == g->t[dy].numel)
             emit1(ad, OP_COPY, &dy, 1, b, NULL, "bwd");
         else
             emit1(ad, OP_REDUCE_ROWS, &dy, 1, b, NULL, "bwd");
@@ -426,11 +469,8 @@ static void grad_allreduce(AD *ad, const Op *op, int dy)
         IR_BUG("autodiff reached %s, a collective that is not tensor parallel's forward sum", op->name);
     if (!NEEDS(0))
         return;
-    const Tensor *x = &g->t[op->in[0]];
-    if (x->grad < 0 && x->view_of < 0 && x->kind != TK_PARAM && x->nconsumers == 1) {
-        char *name = xasprintf("d.%s", x->name);   /* its only reader is this op: dy's storage */
-        g->t[op->in[0]].grad = make_view(ad, dy, 0, x->rank, x->shape, name);
-        free(name);
+    if (g->t[op->in[0]].nconsumers == 1 && may_share(ad, op->in[0], dy, op->id)) {
+        share(ad, op->in[0], dy);                 /* its only reader is this op: dy's storage */
     } else {
         emit1(ad, OP_COPY, &dy, 1, op->in[0], NULL, "bwd");
     }
@@ -542,6 +582,19 @@ void pass_autodiff(Graph *g)
         diag_error((Loc){g->file, 1, 1}, "the graph has no 'minimize' statement");
         return;
     }
+    if (g->t[g->loss].producer < 0) {
+        /* a loss no op computes (`minimize p` of a scalar parameter): the
+           program reads the loss from the arena after the forward, so it
+           becomes a forward copy of it, scale(p, 1), whose gradient is p's */
+        const Tensor *p = &g->t[g->loss];
+        char *name = xasprintf("%s.loss", p->name);
+        int l = graph_add_tensor(g, name, p->dtype, p->rank, p->shape, TK_ACTIVATION, p->loc);
+        int in = g->loss, id = graph_add_op(g, OP_SCALE, name, &in, 1, &l, 1, g->t[in].loc);
+        free(name);
+        g->ops[id].phase = PH_FWD;
+        g->ops[id].attr[0] = 1.0;
+        g->loss = l;
+    }
     AD ad = {.g = g, .layer = -1};
     int nfwd = g->nops;
     ad.needs = find_needs(g);
@@ -554,6 +607,7 @@ void pass_autodiff(Graph *g)
         free(name);
         g->t[g->params[i]].grad = gt;
     }
+    grow(&ad);      /* coverage for the gradients just added (a loss that is a parameter: its own) */
     /* the seed: d loss = 1 */
     ad.loc = g->t[g->loss].loc;
     ad.name = g->t[g->loss].name;
@@ -605,4 +659,6 @@ void pass_autodiff(Graph *g)
     free(ad.needs);
     free(ad.rstart);
     free(ad.readers);
+    free(ad.member);
+    free(ad.gradroot);
 }

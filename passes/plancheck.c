@@ -19,7 +19,17 @@
  *   6. each region's lower bound, recomputed (docs/plan.md), equals
  *      g->region_lower_bound[] and is <= the region's size;
  *   7. with micro-batches, no parameter gradient lies in the arena (they
- *      accumulate across the runs of the step).
+ *      accumulate across the runs of the step);
+ *   8. no op writes bytes through one tensor while another tensor of the same
+ *      storage root, neither above nor below it in the view tree (an alias:
+ *      two gradients autodiff let share one buffer), still has to read the
+ *      value those bytes held: a read of V at step r fails when an earlier
+ *      write at step s <= r (s == r: the reading op itself, unless it is an
+ *      elementwise op allowed in place over exactly V's bytes) went through
+ *      such a tensor W, over bytes something had already written before s,
+ *      and no write through V or its view ancestors/descendants covering V
+ *      came between. (The rule autodiff follows so that this holds is stated
+ *      at may_share in autodiff.c.)
  */
 #include <stdarg.h>
 #include <stdio.h>
@@ -442,6 +452,146 @@ static int check_bounds(const Graph *g, int *head, Event *ev, char *err, size_t 
     return 0;
 }
 
+/* 8: alias reads (see the header). One byte-range access of a tensor at a step. */
+typedef struct Access { int root, step, t, in; size_t lo, hi; } Access;
+
+static int access_cmp(const void *a, const void *b)
+{
+    const Access *x = a, *y = b;
+    if (x->root != y->root)
+        return x->root < y->root ? -1 : 1;
+    if (x->step != y->step)
+        return x->step < y->step ? -1 : 1;
+    return (x->t > y->t) - (x->t < y->t);
+}
+
+/* The view forest's pre/post order numbers (an ancestor test in O(1)). */
+static void view_order(const Graph *g, int *tin, int *tout)
+{
+    int n = g->nt, clock = 0;
+    int *head = malloc(((size_t)n + 1) * sizeof *head), *next = malloc(((size_t)n + 1) * sizeof *next);
+    int *stack = malloc(((size_t)n + 1) * sizeof *stack), *it = malloc(((size_t)n + 1) * sizeof *it);
+    if (!head || !next || !stack || !it)
+        IR_BUG("out of memory");
+    for (int t = 0; t < n; t++)
+        head[t] = -1;
+    for (int t = n - 1; t >= 0; t--)
+        if (g->t[t].view_of >= 0) {
+            next[t] = head[g->t[t].view_of];
+            head[g->t[t].view_of] = t;
+        }
+    for (int r = 0; r < n; r++) {
+        if (g->t[r].view_of >= 0)
+            continue;
+        int k = 0;
+        stack[k++] = r;
+        tin[r] = clock++;
+        it[r] = head[r];
+        while (k > 0) {
+            int u = stack[k - 1], c = it[u];
+            if (c < 0) {
+                tout[u] = clock++;
+                k--;
+                continue;
+            }
+            it[u] = next[c];
+            tin[c] = clock++;
+            it[c] = head[c];
+            stack[k++] = c;
+        }
+    }
+    free(head);
+    free(next);
+    free(stack);
+    free(it);
+}
+
+static int family(const int *tin, const int *tout, int a, int b)
+{
+    return (tin[a] <= tin[b] && tout[b] <= tout[a]) || (tin[b] <= tin[a] && tout[a] <= tout[b]);
+}
+
+/* The reads and writes of the schedule (an accumulation reads its output too). */
+static int collect_accesses(const Graph *g, const Memo *m, Access *rd, Access *wr, int *nwr)
+{
+    int nr = 0, nw = 0;
+    for (int s = 0; s < g->nsched; s++) {
+        const Op *op = &g->ops[g->sched[s]];
+        if (op_info[op->kind].cls == OPC_VIEW)
+            continue;                         /* names bytes, moves none */
+        for (int i = 0; i < op->nin + op->nout; i++) {
+            int j = i - op->nin, t = i < op->nin ? op->in[i] : op->out[j];
+            size_t off;
+            int r = top_at(g, m, t, &off);
+            Access a = {r, s, t, i < op->nin ? i : -1, off, off + g->t[t].bytes};
+            if (!g->t[t].bytes)
+                continue;
+            if (j < 0 || (op->acc >> j & 1))
+                rd[nr++] = a;
+            if (j >= 0)
+                wr[nw++] = a;
+        }
+    }
+    *nwr = nw;
+    return nr;
+}
+
+static int check_alias_reads(const Graph *g, const Memo *m, char *err, size_t errlen)
+{
+    size_t nacc = 0;
+    for (int s = 0; s < g->nsched; s++)
+        nacc += (size_t)g->ops[g->sched[s]].nin + (size_t)g->ops[g->sched[s]].nout;
+    int *tin = malloc(((size_t)g->nt + 1) * sizeof *tin), *tout = malloc(((size_t)g->nt + 1) * sizeof *tout);
+    Access *rd = malloc((nacc + 1) * sizeof *rd), *wr = malloc((nacc + 1) * sizeof *wr);
+    char *est = malloc(nacc + 1);
+    if (!tin || !tout || !rd || !wr || !est)
+        IR_BUG("out of memory");
+    view_order(g, tin, tout);
+    int nw, nr = collect_accesses(g, m, rd, wr, &nw), rc = 0;
+    qsort(rd, (size_t)nr, sizeof *rd, access_cmp);
+    qsort(wr, (size_t)nw, sizeof *wr, access_cmp);
+    /* est[j]: some earlier step wrote bytes of write j (the bytes held a value) */
+    for (int j = 0, w0 = 0; j < nw; j++) {
+        if (wr[j].root != wr[w0].root)
+            w0 = j;
+        est[j] = 0;
+        for (int i = w0; i < j && wr[i].step < wr[j].step && !est[j]; i++)
+            est[j] = wr[i].lo < wr[j].hi && wr[j].lo < wr[i].hi;
+    }
+    for (int k = 0, w0 = 0; k < nr && !rc; k++) {
+        const Access *a = &rd[k];
+        while (w0 < nw && wr[w0].root < a->root)
+            w0++;
+        int j = w0;
+        while (j < nw && wr[j].root == a->root && wr[j].step <= a->step)
+            j++;
+        for (j--; j >= w0; j--) {
+            const Access *w = &wr[j];
+            if (family(tin, tout, w->t, a->t)) {
+                if (w->step < a->step && w->lo <= a->lo && a->hi <= w->hi)
+                    break;                    /* V's value written again since */
+                continue;
+            }
+            if (!(w->lo < a->hi && a->lo < w->hi) || !est[j])
+                continue;
+            const Op *op = &g->ops[g->sched[a->step]];
+            if (w->step == a->step && a->in >= 0 && w->lo == a->lo && w->hi == a->hi &&
+                op_inplace_ok(g, op, a->in))
+                continue;                     /* elementwise in place over the same bytes */
+            rc = fail(err, errlen, "op %s at step %d writes %s over bytes of %s, an alias still to be read "
+                      "(by op %s at step %d)", g->ops[g->sched[w->step]].name, w->step, g->t[w->t].name,
+                      g->t[a->t].name, op->name, a->step);
+            break;
+        }
+    }
+    free(tin);
+    free(tout);
+    free(rd);
+    free(wr);
+    free(est);
+    return rc;
+}
+
 /* 7: with micro-batches the step's fwd/bwd ops run several times and
  * parameter gradients accumulate across the runs, so no parameter gradient
  * may live in the (reused) arena. */
@@ -466,7 +616,7 @@ int plan_check(const Graph *g, char *err, size_t errlen)
     memo_fill(g, &m);
     int bad = check_places(g, &m, err, errlen) || check_intervals(g, &m, err, errlen) ||
               check_first_writes(g, &m, err, errlen) || check_inplace(g, &m, err, errlen) ||
-              check_micro(g, err, errlen);
+              check_micro(g, err, errlen) || check_alias_reads(g, &m, err, errlen);
     memo_free(&m);
     if (bad)
         return -1;
