@@ -26,9 +26,10 @@
 # own output is in $OUT/*.txt. Exit 0 only if everything that ran passed.
 #
 # --dry-run: on a machine without a GPU, check the script: sm_90 and 140 GiB
-# free are assumed, the build runs for real (it compiles when the bundle has
-# no sm_90 objects, else links them), nothing else runs; each part prints its
-# budget and the last line is "total budget: N s".
+# free are assumed, the build runs for real (it compiles what the bundle's
+# sm_90 objects lack, then links; not cut at its budget, its time reported),
+# nothing else runs; each part prints its budget and the last line is
+# "total budget: N s".
 set -u
 cd "$(dirname "$0")/../.." || exit 1
 dry=0
@@ -119,7 +120,9 @@ pt0=$(date +%s) pbudget=$(left $A_BUILD)
 log "== (a) build: budget $A_BUILD s"
 obj=$b/obj_sm$arch
 [ "$(cat "$obj/arch" 2>/dev/null)" = "$arch" ] || obj=$out/obj_sm$arch   # compile here: no prepared objects
-LINK="test_kernels $run_progs" timeout -k 5 "$pbudget" sh tests/gpu/build.sh "$arch" "$b" "$obj" "$exe" \
+# a dry run is not cut at the budget: this machine is not the GPU one (its time is reported)
+blimit=$pbudget; [ $dry -eq 1 ] && blimit=3600
+LINK="test_kernels $run_progs" timeout -k 5 "$blimit" sh tests/gpu/build.sh "$arch" "$b" "$obj" "$exe" \
     >"$out/build.txt" 2>&1 || { bad "build (exit $?): $(head -c 600 "$out/build.txt")"; }
 log "   build: $(( $(date +%s) - pt0 )) s ($([ "$obj" = "$b/obj_sm$arch" ] && echo "linked the prepared sm_$arch objects" ||
     echo "compiled for sm_$arch")), $(cat "$obj"/nvcc_*.txt "$obj"/ptxas_*.txt 2>/dev/null | grep -ci 'warning') nvcc warning lines"
