@@ -67,15 +67,17 @@ t() {
     [ "$s" -ge 2 ] || { echo "(no time left in this part)"; return 124; }
     timeout -k 5 "$s" "$@"
 }
-# loss_check NAME CPU.jsonl GPU.jsonl TOL STEPS: the largest |cpu - gpu| loss over the steps
+# loss_check NAME CPU.jsonl GPU.jsonl TOL STEPS: the largest |cpu - gpu| loss over the steps; true if within TOL
 loss_check() {
-    paste -d' ' "$2" "$3" 2>/dev/null | awk -v name="$1" -v tol="$4" -v want="$5" '
+    r=$(paste -d' ' "$2" "$3" 2>/dev/null | awk -v name="$1" -v tol="$4" -v want="$5" '
         { match($0, /"loss":[-0-9.e+]*/); a = substr($0, RSTART + 7, RLENGTH - 7); rest = substr($0, RSTART + RLENGTH);
           if (!match(rest, /"loss":[-0-9.e+]*/)) { bad = 1; next }
           c = substr(rest, RSTART + 7, RLENGTH - 7); d = a - c; if (d < 0) d = -d; if (d > m) m = d; n++ }
         END { ok = n == want && !bad && m <= tol
-              printf "   %s: %d steps, max |cpu - gpu| loss %.2e (limit %s): %s\n", name, n, m, tol, ok ? "PASS" : "FAIL"
-              exit !ok }' | tee -a "$out/summary.txt"
+              printf "   %s: %d steps, max |cpu - gpu| loss %.2e (limit %s): %s\n", name, n, m, tol, ok ? "PASS" : "FAIL" }')
+    log "$r"
+    case $r in *": PASS") return 0 ;; esac
+    return 1
 }
 # the 124M summary of one run: its device/memory/plan lines and the last progress lines
 g124_summary() {
@@ -122,14 +124,14 @@ obj=$b/obj_sm$arch
 [ "$(cat "$obj/arch" 2>/dev/null)" = "$arch" ] || obj=$out/obj_sm$arch   # compile here: no prepared objects
 # a dry run is not cut at the budget: this machine is not the GPU one (its time is reported)
 blimit=$pbudget; [ $dry -eq 1 ] && blimit=3600
-LINK="test_kernels $run_progs" timeout -k 5 "$blimit" sh tests/gpu/build.sh "$arch" "$b" "$obj" "$exe" \
+LINK="$run_progs" timeout -k 5 "$blimit" sh tests/gpu/build.sh "$arch" "$b" "$obj" "$exe" \
     >"$out/build.txt" 2>&1 || { bad "build (exit $?): $(head -c 600 "$out/build.txt")"; }
-log "   build: $(( $(date +%s) - pt0 )) s ($([ "$obj" = "$b/obj_sm$arch" ] && echo "linked the prepared sm_$arch objects" ||
-    echo "compiled for sm_$arch")), $(cat "$obj"/nvcc_*.txt "$obj"/ptxas_*.txt 2>/dev/null | grep -ci 'warning') nvcc warning lines"
+log "   build: $(( $(date +%s) - pt0 )) s ($([ "$obj" = "$b/obj_sm$arch" ] && echo "the prepared sm_$arch objects" ||
+    echo "sm_$arch objects in $obj"), stale ones compiled, then linked), $(cat "$obj"/nvcc_*.txt "$obj"/ptxas_*.txt 2>/dev/null | grep -ci 'warning') nvcc warning lines"
 grep -h 'bytes stack frame' "$obj"/ptxas_*.txt 2>/dev/null | awk '$1 > 0 || $5 > 0 { n++ } END { printf "   ptxas: %d kernels with a stack frame or spills\n", n }' |
     tee -a "$out/summary.txt"
 san=$(command -v compute-sanitizer || ls /usr/local/cuda/bin/compute-sanitizer /usr/local/cuda/compute-sanitizer/compute-sanitizer 2>/dev/null | head -1)
-if part a "$A_SAN"; then
+if part "a: sanitizers" "$A_SAN"; then
     if [ -z "$san" ]; then
         bad "compute-sanitizer not found"
     else
@@ -177,7 +179,7 @@ if part d "$D_KERN"; then
     if [ -x "$exe/test_kernels" ]; then
         t 30 "$exe/test_kernels" bench >"$out/bench.txt" 2>&1 || bad "kernel bench exit $?"
         grep -E '^(bench|FAIL)' "$out/bench.txt" | cut -c1-400 | sed 's/^/   /' | tee -a "$out/summary.txt"
-        t 60 "$exe/test_kernels" >"$out/kernels.txt" 2>&1 || bad "kernel tests exit $? (cut at the part's budget: 124)"
+        t 60 "$exe/test_kernels" >"$out/kernels.txt" 2>&1 || bad "kernel tests exit $? (124: cut at the part's budget)"
         grep '^FAIL' "$out/kernels.txt" | head -5 | cut -c1-300 | sed 's/^/   /' | tee -a "$out/summary.txt"
         log "   kernel tests: $(grep -E '^[a-z_0-9]+ +[0-9]+ checks' "$out/kernels.txt" | wc -l) groups done; $(tail -1 "$out/kernels.txt" | cut -c1-200)"
     else
