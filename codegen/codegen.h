@@ -35,6 +35,7 @@ typedef struct EmitOptions {
     /* the cost model's prediction (passes/costs.c), for plan-text; device NULL: none */
     const char *device;
     double predicted_s, predicted_mfu;
+    double predicted_norm_pass_s;   /* what train --grad-clip adds per step (StepCost.norm_pass_seconds) */
     /* --device given: its matmul peak (FLOP/s), baked into the program for
      * MFU; 0 when --device was not given */
     double device_peak_flops;

@@ -93,6 +93,15 @@ static void call_head(FILE *f, const Graph *g, const char *fn, const Op *op, con
 
 static long last_dim(const Tensor *t) { return t->rank ? t->shape[t->rank - 1] : 1; }
 
+/* the product of t's dims before axis ax */
+static long shape_outer(const Tensor *t, int ax)
+{
+    long n = 1;
+    for (int i = 0; i < ax; i++)
+        n *= t->shape[i];
+    return n;
+}
+
 /* With micro-batches (passes/microbatch.c): the outputs (bit i) of op that
  * are parameter gradients it overwrites; they accumulate when ctx->micro > 0. */
 static int micro_acc_mask(const Graph *g, const Op *op)
@@ -264,6 +273,65 @@ void emit_kernel_call(FILE *f, const Graph *g, const Op *op)
         fprintf(f, ", %d, shape, perm, %s); }\n", in0->rank, acc);
         return;
     }
+    case OP_RMSNORM:
+        call_head(f, g, "gc_rmsnorm_fwd", op, NULL, 0);
+        fprintf(f, ", %ldL, %ldL, %.9ef);\n", in0->numel / last_dim(in0), last_dim(in0), op->attr[0]);
+        return;
+    case OP_ADD_RMSNORM: {
+        const Tensor *x = &g->t[op->out[0]];
+        call_head(f, g, "gc_add_rmsnorm_fwd", op, NULL, 0);
+        fprintf(f, ", %ldL, %ldL, %.9ef);\n", x->numel / last_dim(x), last_dim(x), op->attr[0]);
+        return;
+    }
+    case OP_SWIGLU_BWD:
+        call_head(f, g, "gc_swiglu_bwd", op, NULL, 0);
+        fprintf(f, ", %ldL, %s);\n", g->t[op->in[1]].numel, acc);
+        return;
+    case OP_RMSNORM_BWD: {
+        const Tensor *x = &g->t[op->in[1]];
+        call_head(f, g, "gc_rmsnorm_bwd", op, NULL, 0);
+        fprintf(f, ", %ldL, %ldL, %s);\n", x->numel / last_dim(x), last_dim(x), acc);
+        return;
+    }
+    case OP_ROPE: case OP_ROPE_BWD: {   /* (batch, T, hs) */
+        long hs = last_dim(in0), T = in0->shape[in0->rank - 2];
+        call_head(f, g, "gc_rope", op, NULL, 0);
+        fprintf(f, ", %ldL, %ldL, %ldL, %.17g, %d, %s);\n", in0->numel / (T * hs), T, hs, op->attr[0],
+                op->kind == OP_ROPE_BWD, acc);
+        return;
+    }
+    case OP_CONCAT: {   /* rows of a's then b's elements along the axis and below */
+        long in[2];
+        long outer = shape_outer(&g->t[op->out[0]], (int)op->attr[0]);
+        for (int i = 0; i < 2; i++)
+            in[i] = g->t[op->in[i]].numel / (outer ? outer : 1);
+        call_head(f, g, "gc_concat", op, NULL, 0);
+        fprintf(f, ", %ldL, %ldL, %ldL, %s);\n", outer, in[0], in[1], acc);
+        return;
+    }
+    case OP_NARROW: case OP_NARROW_BWD: {   /* x: outer rows of nx elements, [start, start+len) of each */
+        const Tensor *x = op->kind == OP_NARROW ? in0 : out0;
+        int ax = (int)op->attr[2];
+        long outer = shape_outer(x, ax), inner = x->numel / (outer * x->shape[ax]);
+        call_head(f, g, op->kind == OP_NARROW ? "gc_narrow" : "gc_narrow_bwd", op, NULL, 0);
+        fprintf(f, ", %ldL, %ldL, %ldL, %ldL, %s);\n", outer, x->shape[ax] * inner, (long)op->attr[0] * inner,
+                (long)op->attr[1] * inner, acc);
+        return;
+    }
+    case OP_REPEAT: case OP_REPEAT_BWD: {   /* x (outer, d, inner) -> (outer, d*n, inner) */
+        const Tensor *x = op->kind == OP_REPEAT ? in0 : out0;
+        int ax = (int)op->attr[1];
+        long outer = shape_outer(x, ax), inner = x->numel / (outer * x->shape[ax]);
+        call_head(f, g, op->kind == OP_REPEAT ? "gc_repeat" : "gc_repeat_bwd", op, NULL, 0);
+        fprintf(f, ", %ldL, %ldL, %ldL, %ldL, %s);\n", outer, x->shape[ax], (long)op->attr[0], inner, acc);
+        return;
+    }
+    case OP_MEAN: case OP_MEAN_BWD: {
+        const Tensor *x = op->kind == OP_MEAN ? in0 : out0;
+        call_head(f, g, op->kind == OP_MEAN ? "gc_mean_rows" : "gc_mean_bwd", op, NULL, 0);
+        fprintf(f, ", %ldL, %ldL, %s);\n", x->numel / last_dim(x), last_dim(x), acc);
+        return;
+    }
     case OP_FILL:   /* zeros of unused gradient bytes: once, before the first micro-batch's writes */
         fprintf(f, "%sgc_fill%s(", micro_acc_mask(g, op) ? "if (!ctx->micro) " : "", variant(g, op));
         emit_tensor_ptr(f, g, op->out[0]);
@@ -273,7 +341,7 @@ void emit_kernel_call(FILE *f, const Graph *g, const Op *op)
         fprintf(f, "{ const gc_adamw_tensor u[] = {");
         emit_update_tensor(f, g, op);
         fprintf(f, "}; if (ctx->gnorm_sq%s) gc_update_sumsq(u, 1); "
-                   "gc_adamw_multi(u, 1, ctx->lr, ctx->beta1, ctx->beta2, ctx->eps, ctx->t); }\n",
+                   "gc_update_apply(u, 1, ctx); }\n",
                 norm_condition(g, op));
         return;
     case OP_ALLREDUCE:
@@ -296,11 +364,22 @@ void emit_kernel_call(FILE *f, const Graph *g, const Op *op)
         call_head(f, g, "gc_gather", op, NULL, 0);
         fprintf(f, ", %ldL, %d);\n", in0->numel, (int)op->attr[3]);
         return;
-    case OP_CLASSIFIER: {
+    case OP_CLASSIFIER: {   /* --sample (ctx->sample_row = r+1): row r's logits only, into out[5] */
         const Tensor *w = &g->t[op->in[1]];
-        call_head(f, g, "gc_classifier", op, NULL, 0);
-        fprintf(f, ", %ldL, %ldL, %ldL, %ldL, %ldL, %.9ef, %s);\n", in0->numel / w->shape[1], w->shape[1],
-                w->shape[0], (long)op->attr[0], (long)op->attr[1], op->attr[2], acc);
+        long C = w->shape[1], Vp = w->shape[0];
+        fprintf(f, "if (ctx->sample_row) gc_matmul%s(", in0->dtype == DT_BF16 ? "_bf16_f32" : "");
+        emit_tensor_ptr(f, g, op->out[5]);
+        fputs(", ", f);
+        emit_tensor_ptr(f, g, op->in[0]);
+        fprintf(f, " + (ctx->sample_row - 1) * %ldL, ", C);
+        emit_tensor_ptr(f, g, op->in[1]);
+        fprintf(f, ", 1, 1, %ldL, %ldL, 0, 1, 0);\n        else ", Vp, C);
+        int first = 1;
+        fprintf(f, "gc_classifier%s(", variant(g, op));
+        ptrs(f, g, op->out, 5, &first);
+        ptrs(f, g, op->in, op->nin, &first);
+        fprintf(f, ", %ldL, %ldL, %ldL, %ldL, %ldL, %.9ef, %s);\n", in0->numel / C, C, Vp, (long)op->attr[0],
+                (long)op->attr[1], op->attr[2], acc);
         return;
     }
     case OP_ATTENTION: case OP_ATTENTION_BWD: {
@@ -324,7 +403,8 @@ void emit_kernel_call(FILE *f, const Graph *g, const Op *op)
 
 /* poison_at[s]: the first arena root whose storage dies at step s, chained
  * through next[]; a root with an in-place child hands its storage on and is
- * not poisoned, nor is the loss (the host reads it after the step). */
+ * not poisoned, nor are the loss and the --sample row (the host reads them
+ * after the step). */
 static void poison_lists(const Graph *g, int *poison_at, int *next)
 {
     char *handed = xcalloc((size_t)g->nt, 1);
@@ -336,7 +416,7 @@ static void poison_lists(const Graph *g, int *poison_at, int *next)
     for (int t = g->nt - 1; t >= 0; t--) {
         const Tensor *x = &g->t[t];
         if (x->last < 0 || x->last >= g->nsched || x->view_of >= 0 || x->region != RG_ARENA || t == g->loss ||
-            handed[t])
+            t == g->sample_logits || handed[t])
             continue;
         next[t] = poison_at[x->last];
         poison_at[x->last] = t;
@@ -524,12 +604,85 @@ static uint64_t state_hash(const Graph *g, const EmitOptions *opt)
     return h;
 }
 
+/* s[0..n) as a C string literal (printable ASCII; '"', '\\' and '?' escaped). */
+static void emit_cstr(FILE *f, const char *s, int n)
+{
+    fputc('"', f);
+    for (int i = 0; i < n && s[i]; i++) {
+        unsigned char c = (unsigned char)s[i];
+        if (c == '"' || c == '\\' || c == '?')
+            fprintf(f, "\\%c", c);
+        else if (c < 32 || c > 126)
+            fprintf(f, "\\%03o", c);
+        else
+            fputc(c, f);
+    }
+    fputc('"', f);
+}
+
+/* The st_* fields of parameter i's gc_param_info: where its values live in a
+ * safetensors checkpoint (ir/psource.c). Graphs built without sources (tests
+ * that make a Graph by hand) get the parameter's name, whole. */
+static void emit_param_source(FILE *f, const Graph *g, int i)
+{
+    const Tensor *p = &g->t[g->params[i]];
+    ParamSource whole = {.name = p->name, .rank = p->rank, .pre_len = (int)strlen(p->name)};
+    for (int k = 0; !g->psrc && k < p->rank; k++)
+        whole.pshape[k] = whole.sshape[k] = p->shape[k];
+    const ParamSource *ps = g->psrc ? &g->psrc[i] : &whole;
+    fprintf(f, ", ");
+    emit_cstr(f, ps->name, ps->pre_len);
+    fprintf(f, ", ");
+    if (ps->layers)
+        emit_cstr(f, ps->name + ps->post_off, (int)strlen(ps->name + ps->post_off));
+    else
+        fprintf(f, "NULL");
+    fprintf(f, ", %ldL, %d, %d, {", ps->layers, ps->transposed, ps->rank);
+    for (int k = 0; k < ps->rank; k++)
+        fprintf(f, "%s%ldL", k ? ", " : "", ps->pshape[k]);
+    fprintf(f, "%s}, {", ps->rank ? "" : "0");
+    for (int k = 0; k < ps->rank; k++)
+        fprintf(f, "%s%ldL", k ? ", " : "", ps->sshape[k]);
+    char *where = xasprintf("%s:%d:%d", p->loc.file ? p->loc.file : g->file, p->loc.line, p->loc.col);
+    fprintf(f, "%s}, ", ps->rank ? "" : "0");
+    emit_cstr(f, where, (int)strlen(where));
+    free(where);
+    if (ps->nalts)
+        fprintf(f, ", %d, ST_ALTS_%d", ps->nalts, i);
+    else
+        fprintf(f, ", 0, NULL");
+}
+
+/* The alternative names of each parameter that has some (`from "…" | "…"`):
+ * ST_ALTS_i, pre/post pairs as gc_param_info.st_alts reads them. */
+static void emit_param_alts(FILE *f, const Graph *g)
+{
+    for (int i = 0; g->psrc && i < g->nparams; i++) {
+        const ParamSource *ps = &g->psrc[i];
+        if (!ps->nalts)
+            continue;
+        fprintf(f, "static const char *const ST_ALTS_%d[] = {", i);
+        for (int k = 0; k < ps->nalts; k++) {
+            const PsrcName *a = &ps->alt[k];
+            fprintf(f, "%s", k ? ", " : "");
+            emit_cstr(f, a->name, a->pre_len);
+            fprintf(f, ", ");
+            if (ps->layers)
+                emit_cstr(f, a->name + a->post_off, (int)strlen(a->name + a->post_off));
+            else
+                fprintf(f, "NULL");
+        }
+        fprintf(f, "};\n");
+    }
+}
+
 void emit_program_struct(FILE *f, const Graph *g, const EmitOptions *opt)
 {
     emit_prof_tables(f, g);
     static const char *const init[] = {"GC_INIT_ZEROS", "GC_INIT_ZEROS", "GC_INIT_ONES", "GC_INIT_NORMAL"};
     emit_shards(f, g);
     int nupd_grads = emit_upd_grads(f, g);
+    emit_param_alts(f, g);
     fprintf(f, "static const gc_param_info PARAMS[] = {\n");
     long off = 0, scale = g->params_sharded ? g->nranks : 1;   /* zero3: numel is one rank's */
     for (int i = 0; i < g->nparams; i++) {
@@ -542,6 +695,9 @@ void emit_program_struct(FILE *f, const Graph *g, const EmitOptions *opt)
         if (g->tp)   /* this rank's part: where, and how it is cut */
             fprintf(f, ", %zuL, %d, %ldL, %ldL", p->offset / dtype_size(p->dtype), p->tp_axis,
                     p->tp_ranks ? p->tp_outer : 0, p->tp_inner);
+        else
+            fprintf(f, ", 0L, 0, 0L, 0L");
+        emit_param_source(f, g, i);
         fprintf(f, "},\n");
         off += numel;
     }
@@ -578,6 +734,9 @@ void emit_program_struct(FILE *f, const Graph *g, const EmitOptions *opt)
     fprintf(f, "    .loss_off = %zuu,\n    .logits_off = %zuu,\n    .logits_cols = %ldL,\n", g->t[g->loss].offset,
             logits >= 0 ? g->t[logits].offset : 0,
             logits >= 0 ? g->t[logits].shape[g->t[logits].rank - 1] : 0);
+    const Tensor *row = g->sample_logits >= 0 ? &g->t[g->sample_logits] : NULL;
+    fprintf(f, "    .sample_off = %zuu,\n    .sample_cols = %ldL,\n", row ? row->offset : 0,
+            row ? row->shape[row->rank - 1] : 0);
     fprintf(f, "    .flops_per_step = %.6e,\n", flops);
     fprintf(f, "    .device_reserve_bytes = %zuu,\n", strcmp(opt->target, "cuda") ? (size_t)0 : GC_CUDA_RESERVE_BYTES);
     fprintf(f, "    .lr = %.9ef, .beta1 = %.9ef, .beta2 = %.9ef, .eps = %.9ef, .weight_decay = %.9ef,\n", g->lr,
@@ -682,7 +841,7 @@ static void emit_update_group(FILE *f, const Graph *g, int k, int n)
             fprintf(f, "            if (ctx->gnorm_sq%s)\n                gc_update_sumsq(u + %d, 1);\n",
                     norm_condition(g, &g->ops[g->sched[k + i]]), i);
     }
-    fprintf(f, "            gc_adamw_multi(u, %d, ctx->lr, ctx->beta1, ctx->beta2, ctx->eps, ctx->t);\n"
+    fprintf(f, "            gc_update_apply(u, %d, ctx);\n"
                "        }\n", n);
 }
 

@@ -13,6 +13,20 @@ const char *ew_expr(const Op *op)
     case OP_GELU:     return "gc_gelu(x0)";
     case OP_GELU_BWD: return "gc_gelu_grad(x0) * x1";   /* x0 = x, x1 = dy */
     case OP_COPY:     return "x0";
+    case OP_MUL:      return "x0 * x1";
+    case OP_SUB:      return "x0 - x1";
+    case OP_SILU:     return "x0 * gc_sigmoid(x0)";
+    case OP_SIGMOID:  return "gc_sigmoid(x0)";
+    case OP_RELU:     return "x0 > 0.0f ? x0 : 0.0f * x0";   /* 0 * NaN: NaN propagates */
+    case OP_TANH:     return "gc_tanh(x0) + 0.0f * x0";   /* gc_tanh clamps NaN to 1 */
+    case OP_GELU_ERF: return "0.5f * x0 * (1.0f + erff(x0 * GC_SQRT1_2))";
+    /* backward: x0 = the forward's input, x1 = dy */
+    case OP_SILU_BWD: return "gc_silu_grad(x0) * x1";
+    case OP_SIGMOID_BWD: return "gc_sigmoid_grad(x0) * x1";
+    case OP_RELU_BWD: return "x0 > 0.0f ? x1 : 0.0f * x0";
+    case OP_TANH_BWD: return "gc_tanh_grad(x0) * x1";
+    case OP_GELU_ERF_BWD: return "gc_gelu_erf_grad(x0) * x1";
+    case OP_SWIGLU:   return "x0 * gc_sigmoid(x0) * x1";   /* silu's text, then mul's: the unfused bits */
     default:          return NULL;
     }
 }
@@ -72,5 +86,15 @@ const char *ew_preamble(void)
            "    float th = gc_tanh(GC_GELU_K * (x + cube));\n"
            "    float sech2 = 1.0f - th * th;\n"
            "    return 0.5f * (1.0f + th) + x * 0.5f * sech2 * GC_GELU_K * (1.0f + 3.0f * 0.044715f * x * x);\n"
+           "}\n"
+           "#define GC_SQRT1_2 0.70710678118654752f  /* 1/sqrt(2) */\n"
+           "GC_EWFN float gc_sigmoid(float x) { return 1.0f / (1.0f + expf(-x)); }\n"
+           "GC_EWFN float gc_sigmoid_grad(float x) { float s = gc_sigmoid(x); return s * (1.0f - s); }\n"
+           "GC_EWFN float gc_silu_grad(float x) { float s = gc_sigmoid(x); return s * (1.0f + x * (1.0f - s)); }\n"
+           "GC_EWFN float gc_tanh_grad(float x) { float t = gc_tanh(x); return 1.0f - t * t + 0.0f * x; }\n"
+           "GC_EWFN float gc_gelu_erf_grad(float x)\n"
+           "{\n"
+           "    /* Phi(x) + x phi(x), phi the standard normal density */\n"
+           "    return 0.5f * (1.0f + erff(x * GC_SQRT1_2)) + x * 0.39894228040143268f * expf(-0.5f * x * x);\n"
            "}\n";
 }

@@ -93,7 +93,30 @@ static json_t *schedule_json(const Graph *g)
     return a;
 }
 
-static json_t *tensor_json(const Tensor *t)
+/* A parameter's checkpoint tensors (ir/psource.c): {"name", "tensors",
+ * "transposed", "shape"}; name is the template ({l}: the index along the
+ * parameter's first axis, one tensor per index), shape one tensor's in the file. */
+static json_t *psource_json(const ParamSource *ps)
+{
+    json_t *o = json_object(), *shape = json_array();
+    for (int k = 0; k < ps->rank; k++)
+        json_array_append_new(shape, jint(ps->sshape[k]));
+    json_object_set_new(o, "name", json_string(ps->name));
+    if (ps->nalts) {
+        json_t *alts = json_array();
+        for (int k = 0; k < ps->nalts; k++)
+            json_array_append_new(alts, json_string(ps->alt[k].name));
+        json_object_set_new(o, "alternatives", alts);
+    }
+    json_object_set_new(o, "given", json_boolean(ps->given));
+    json_object_set_new(o, "tensors", jint(ps->layers ? ps->layers : 1));
+    json_object_set_new(o, "layered", json_boolean(ps->layers > 0));
+    json_object_set_new(o, "transposed", json_boolean(ps->transposed));
+    json_object_set_new(o, "shape", shape);
+    return o;
+}
+
+static json_t *tensor_json(const Tensor *t, const ParamSource *ps)
 {
     json_t *o = json_object(), *shape = json_array();
     for (int i = 0; i < t->rank; i++)
@@ -110,6 +133,8 @@ static json_t *tensor_json(const Tensor *t)
     json_object_set_new(o, "last", jopt(t->last));
     json_object_set_new(o, "inplace_of", jopt(t->inplace_of));
     json_object_set_new(o, "view_of", jopt(t->view_of));
+    if (ps)
+        json_object_set_new(o, "checkpoint", psource_json(ps));
     set_src(o, t->loc);
     return o;
 }
@@ -177,8 +202,10 @@ json_t *plan_json(const Graph *g, const EmitOptions *opt)
     json_object_set_new(root, "dims", dims_json(g));
     json_object_set_new(root, "split", split_json(g));
     json_object_set_new(root, "schedule", schedule_json(g));
+    const ParamSource **src = psrc_table(g);
     for (int i = 0; i < g->nt; i++)
-        json_array_append_new(tensors, tensor_json(&g->t[i]));
+        json_array_append_new(tensors, tensor_json(&g->t[i], src[i]));
+    free(src);
     json_object_set_new(root, "tensors", tensors);
     json_object_set_new(root, "regions", regions_json(g));
     json_object_set_new(root, "totals", totals_json(g, opt));

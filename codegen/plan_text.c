@@ -259,19 +259,30 @@ static void split(FILE *f, const Graph *g)
         fputs(g->split_report, f);
 }
 
-/* The trainer's --grad-clip needs every gradient before the first update:
- * say whether this plan has them and what they cost (docs/training.md). */
-static void clipping(FILE *f, const Graph *g)
+/* The trainer's --grad-clip needs the global norm before the first update:
+ * a plan that keeps every gradient has it after the backward; one that
+ * updates inside the backward gets it from a norm pass (one more forward and
+ * backward per step, priced by the cost model); say which and what it costs
+ * (docs/training.md). */
+static void clipping(FILE *f, const Graph *g, const EmitOptions *opt)
 {
     char h[32];
-    if (g->region_bytes[RG_GRADS] > 0)
-        fprintf(f, "gradient clipping (train --grad-clip): available; the grads region holds every gradient "
-                   "until the updates: %s (%zu bytes)\n", human(g->region_bytes[RG_GRADS], h, sizeof h),
+    if (g->region_bytes[RG_GRADS] > 0) {
+        fprintf(f, "gradient clipping (train --grad-clip): the grads region holds every gradient until the "
+                   "updates: %s (%zu bytes); no extra pass\n", human(g->region_bytes[RG_GRADS], h, sizeof h),
                 g->region_bytes[RG_GRADS]);
-    else
-        fprintf(f, "gradient clipping (train --grad-clip): not available in this schedule (updates inside the "
-                   "backward); --schedule plain adds a grads region of %s (%zu bytes) and replans the arena\n",
-                human(g->region_bytes[RG_PARAMS], h, sizeof h), g->region_bytes[RG_PARAMS]);
+        return;
+    }
+    fprintf(f, "gradient clipping (train --grad-clip): a norm pass (updates inside the backward): each step runs "
+               "the forward and backward twice, the first only adding up the gradients' squares");
+    if (opt && opt->device && opt->predicted_s > 0)
+        fprintf(f, ", predicted +%.1f ms/step on %s (+%.0f%%)", opt->predicted_norm_pass_s * 1e3, opt->device,
+                100.0 * opt->predicted_norm_pass_s / opt->predicted_s);
+    size_t grads = 0;   /* one fp32 gradient per parameter element */
+    for (int i = 0; i < g->nparams; i++)
+        grads += (size_t)g->t[g->params[i]].numel * 4;
+    fprintf(f, "; --schedule plain instead keeps every gradient: a grads region of about %s (%zu bytes), the "
+               "arena replanned\n", human(grads, h, sizeof h), grads);
 }
 
 /* Kernel launches and bytes moved per step, by phase (ir/ops.c's counts). */
@@ -315,5 +326,5 @@ void emit_plan_text(FILE *f, const Graph *g, const EmitOptions *opt)
     fusions(f, g, opt);
     largest(f, g, 10);
     traffic(f, g);
-    clipping(f, g);
+    clipping(f, g, opt);
 }

@@ -51,6 +51,10 @@ static const char *runtime_lib(void)
     return d && *d ? d : GC_RUNTIME_LIB;
 }
 
+#ifndef GC_JANSSON_LIB
+#define GC_JANSSON_LIB "-ljansson"   /* the runtime's safetensors headers (CMakeLists.txt: the library's path) */
+#endif
+
 #ifndef GC_PROGRAM_CFLAGS
 #define GC_PROGRAM_CFLAGS ""   /* sanitizer builds: the runtime's -fsanitize flags (CMakeLists.txt) */
 #endif
@@ -80,7 +84,8 @@ static int build_cpu(const Graph *g, const char *src, const char *exe, const Dri
     int n = 8;
     n = add_words(argv, n, 40, GC_PROGRAM_CFLAGS, &w1);
     n = add_words(argv, n, 80, env ? env : "", &w2);
-    const char *rest[] = {"-o", exe, src, split ? comm : runtime_lib(), runtime_lib(), GC_OPENBLAS_LIB, "-lm", NULL};
+    const char *rest[] = {"-o", exe, src, split ? comm : runtime_lib(), runtime_lib(), GC_OPENBLAS_LIB, GC_JANSSON_LIB,
+                          "-lm", NULL};
     for (int i = 0; rest[i]; i++)
         if (i != 4 || split)    /* the runtime once, after the comm file when split */
             argv[n++] = (char *)rest[i];
@@ -167,6 +172,7 @@ static int build_cuda(const Graph *g, const char *src, const char *exe, const Dr
         argv[n++] = "-lnccl";
     }
     argv[n++] = (char *)runtime_host_lib();
+    argv[n++] = GC_JANSSON_LIB;
     argv[n++] = "-lcublasLt";
     argv[n++] = "-lcublas";
     argv[n++] = "-Xcompiler";
@@ -187,10 +193,13 @@ int driver_build(const Graph *g, const DriverOptions *o)
         return 1;
 
     const char *out = o->output ? o->output : "train";
+    int kind = driver_output_kind(out);     /* refused (a directory, a FIFO) before compiling */
+    if (kind < 0)
+        return 1;
     const char *tmpdir = getenv("TMPDIR");
     char *dir = xasprintf("%s/gcompile.XXXXXX", tmpdir && *tmpdir ? tmpdir : "/tmp");
     if (!mkdtemp(dir)) {
-        fprintf(stderr, "gcompile: error: cannot create a temporary directory: %s\n", strerror(errno));
+        fprintf(stderr, "gcompile: error: cannot create a temporary directory '%s': %s\n", dir, strerror(errno));
         free(dir);
         return 1;
     }
@@ -206,8 +215,9 @@ int driver_build(const Graph *g, const DriverOptions *o)
         emit_cuda(f, g, &o->emit);
     else
         emit_c(f, g, &o->emit);
-    if (fclose(f) != 0) {
-        fprintf(stderr, "gcompile: error: cannot write '%s'\n", src);
+    int bad = ferror(f);
+    if ((fclose(f) != 0) | bad) {
+        fprintf(stderr, "gcompile: error: cannot write '%s': %s\n", src, strerror(bad ? EIO : errno));
         goto cleanup;
     }
     if ((cuda ? build_cuda(g, src, exe, o) : build_cpu(g, src, exe, o)) != 0) {
@@ -218,22 +228,42 @@ int driver_build(const Graph *g, const DriverOptions *o)
         free(dir);
         return 1;
     }
-    /* same filesystem: rename; else copy through a temporary beside out */
-    if (rename(exe, out) != 0) {
+    /* same filesystem, out not a device: rename; another filesystem: copy
+     * through a temporary beside out; a device: written in place */
+    int moved = kind == OUT_REPLACE && rename(exe, out) == 0;
+    if (!moved && kind == OUT_REPLACE && errno != EXDEV) {
+        fprintf(stderr, "gcompile: error: cannot write '%s': %s (the file is unchanged)\n", out, strerror(errno));
+        goto cleanup;
+    }
+    if (!moved) {
         char *tmp;
-        FILE *dst = atomic_open(out, &tmp), *in = fopen(exe, "rb");
-        if (!dst || !in) {
-            if (dst) { fclose(dst); unlink(tmp); free(tmp); }
-            if (in) fclose(in);
-            fprintf(stderr, "gcompile: error: cannot write '%s'\n", out);
+        FILE *dst = atomic_open(out, &tmp), *in = dst ? fopen(exe, "rb") : NULL;
+        if (!in) {
+            if (dst) {
+                fprintf(stderr, "gcompile: error: cannot read '%s': %s\n", exe, strerror(errno));
+                atomic_abandon(dst, tmp);
+            }
             goto cleanup;
         }
         char buf[65536];
         size_t n;
         while ((n = fread(buf, 1, sizeof buf, in)) > 0)
-            fwrite(buf, 1, n, dst);
+            if (fwrite(buf, 1, n, dst) != n) {
+                fprintf(stderr, "gcompile: error: cannot write '%s': %s%s\n", out, strerror(errno),
+                        tmp ? " (the file is unchanged)" : "");   /* before abandon frees tmp */
+                fclose(in);
+                atomic_abandon(dst, tmp);
+                goto cleanup;
+            }
+        int bad_in = ferror(in);
         fclose(in);
-        fchmod(fileno(dst), 0755);
+        if (bad_in) {
+            fprintf(stderr, "gcompile: error: cannot read '%s'\n", exe);
+            atomic_abandon(dst, tmp);
+            goto cleanup;
+        }
+        if (tmp)
+            fchmod(fileno(dst), 0755);
         if (atomic_commit(dst, tmp, out) != 0)
             goto cleanup;
     }

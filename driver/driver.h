@@ -42,10 +42,21 @@ typedef struct DriverOptions {
 } DriverOptions;
 
 /* ---------------------------------------------------------------- output.c */
-/* Opens PATH.tmp.XXXXXX beside path for writing; *tmp receives its name. */
+/* How an output path is written: OUT_REPLACE when absent or a regular file
+ * (a temporary beside it, renamed over it), OUT_THROUGH when an existing
+ * device (/dev/null, /dev/full: written in place, never renamed over), or
+ * -1 after an error (a directory, FIFO or socket is refused). */
+enum { OUT_REPLACE, OUT_THROUGH };
+int driver_output_kind(const char *path);
+/* Opens PATH.tmp.XXXXXX beside path for writing; *tmp receives its name
+ * (NULL: path is a device, opened in place). NULL after an error. */
 FILE *atomic_open(const char *path, char **tmp);
-/* Closes f and renames tmp over path (0), or removes tmp and reports (-1). */
+/* Checks every write, flush, sync and close of f, then renames tmp over path
+ * (0); or removes tmp and reports (-1): path holds the old file or the
+ * complete new one. */
 int atomic_commit(FILE *f, char *tmp, const char *path);
+/* Closes f and removes tmp, after a failed write. */
+void atomic_abandon(FILE *f, char *tmp);
 /* Writes the --emit artifact to o->output (stdout when NULL or "-"). */
 int driver_emit(const Graph *g, const DriverOptions *o);
 /* --emit plan-diff: reads the plans o->input and o->input2 and writes the

@@ -107,8 +107,9 @@ static void usage(FILE *f)
         "                         backward), bgrad (the fc bias gradient written by\n"
         "                         the backward's GELU-derivative matmul, cuBLASLt\n"
         "                         DGELU_BGRAD; needs gelu), layernorm (residual add +\n"
-        "                         the layernorm reading it as one kernel; off under\n"
-        "                         --recompute)\n"
+        "                         the layernorm or rmsnorm reading it as one kernel;\n"
+        "                         off under --recompute), swiglu (silu(a) * b as one\n"
+        "                         kernel, its backward as one that recomputes silu)\n"
         "      --classifier-chunk ROWS  rows per chunk of the fused classifier\n"
         "                         (default 1024; the chunk is min(B*T, ROWS) x Vp)\n"
         "      --no-tf32          cuda: fp32 matmuls on the fp32 units (default: TF32\n"
@@ -199,7 +200,7 @@ static int parse_no_fuse(const char *arg, int *mask)
         int kind = fuse_kind(k);
         if (!kind) {
             fprintf(stderr, "gcompile: error: --no-fuse: unknown fusion '%s' (attention, classifier, bias, gelu, "
-                            "bgrad, layernorm)\n", k);
+                            "bgrad, layernorm, swiglu)\n", k);
             rc = 1;
         }
         *mask |= kind;
@@ -543,8 +544,8 @@ static Graph *lower_front(Ast *ast, DriverOptions o)
             if (!o.split_auto)
                 fprintf(stderr, "gcompile: error: --split tp=%d: no matmul pair can be cut over %d ranks (a column "
                         "matmul x @ Wᵀ whose following ops run on 1/%d of its output until a row matmul contracts "
-                        "it; with GPT-2: the head count and 4·C must divide by %d)\n", o.split.tp, o.split.tp,
-                        o.split.tp, o.split.tp);
+                        "it; with GPT-2: the head count and 4·C must divide by %d; with Llama: NKV and F)\n", o.split.tp,
+                        o.split.tp, o.split.tp, o.split.tp);
             graph_free(g);
             return NULL;
         }
@@ -576,6 +577,10 @@ static Graph *lower_front(Ast *ast, DriverOptions o)
     /* the fused classifier takes the d loss seed (1/K with micro-batches) as its `seed` */
     if (!(o.no_fuse & FUSE_CLASSIFIER)) {
         PASS(&o, "fuse-cls", pass_fuse_classifier(g, o.classifier_chunk));
+        ir_verify(g);
+    }
+    if (!(o.no_fuse & FUSE_SWIGLU)) {
+        PASS(&o, "fuse-swiglu", pass_fuse_swiglu(g));
         ir_verify(g);
     }
     if (!(o.no_fuse & FUSE_LAYERNORM)) {

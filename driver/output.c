@@ -1,14 +1,45 @@
 /* output.c — writing artifacts: atomic files, --emit, the budget check. */
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "driver.h"
 
+int driver_output_kind(const char *path)
+{
+    struct stat sb;
+    if (stat(path, &sb) != 0)
+        return OUT_REPLACE;      /* absent (or unreadable: the create beside it reports that) */
+    if (S_ISREG(sb.st_mode))
+        return OUT_REPLACE;
+    if (S_ISCHR(sb.st_mode) || S_ISBLK(sb.st_mode))
+        return OUT_THROUGH;
+    fprintf(stderr, "gcompile: error: cannot write '%s': it is %s, not a regular file or a device\n", path,
+            S_ISDIR(sb.st_mode) ? "a directory" : S_ISFIFO(sb.st_mode) ? "a FIFO" : S_ISSOCK(sb.st_mode) ? "a socket"
+                                                                             : "a special file");
+    return -1;
+}
+
 FILE *atomic_open(const char *path, char **tmp)
 {
+    *tmp = NULL;
+    int kind = driver_output_kind(path);
+    if (kind < 0)
+        return NULL;
+    if (kind == OUT_THROUGH) {      /* a device: written in place, never replaced by a file */
+        int fd = open(path, O_WRONLY | O_NOCTTY | O_CLOEXEC);
+        FILE *f = fd < 0 ? NULL : fdopen(fd, "w");
+        if (!f) {
+            fprintf(stderr, "gcompile: error: cannot open '%s': %s\n", path, strerror(errno));
+            if (fd >= 0)
+                close(fd);
+        }
+        return f;
+    }
     *tmp = xasprintf("%s.tmp.XXXXXX", path);
     int fd = mkstemp(*tmp);
     if (fd < 0) {
@@ -19,6 +50,7 @@ FILE *atomic_open(const char *path, char **tmp)
     }
     FILE *f = fdopen(fd, "w");
     if (!f) {
+        fprintf(stderr, "gcompile: error: cannot open '%s': %s\n", *tmp, strerror(errno));
         close(fd);
         unlink(*tmp);
         free(*tmp);
@@ -27,20 +59,44 @@ FILE *atomic_open(const char *path, char **tmp)
     return f;
 }
 
+/* errno of the first failing step (0: none failed) */
+static int first_error(int prev, int failed) { return prev ? prev : failed ? (errno ? errno : EIO) : 0; }
+
 int atomic_commit(FILE *f, char *tmp, const char *path)
 {
-    int bad = ferror(f);
-    bad |= fflush(f) != 0;
-    bad |= fsync(fileno(f)) != 0;
-    bad |= fclose(f) != 0;
-    if (!bad && rename(tmp, path) == 0) {
+    /* a buffered write that failed earlier left its errno, if nothing has
+     * failed since (write_output zeroes errno before writing) */
+    int e = ferror(f) ? (errno ? errno : EIO) : 0;
+    errno = 0;
+    e = first_error(e, fflush(f) != 0);
+    if (tmp) {           /* a device (tmp NULL) may not support fsync: /dev/null says EINVAL */
+        errno = 0;
+        e = first_error(e, fsync(fileno(f)) != 0);
+    }
+    errno = 0;
+    e = first_error(e, fclose(f) != 0);
+    if (!e && tmp) {
+        errno = 0;
+        e = first_error(e, rename(tmp, path) != 0);
+    }
+    if (!e) {
         free(tmp);
         return 0;
     }
-    fprintf(stderr, "gcompile: error: cannot write '%s': %s\n", path, strerror(errno));
-    unlink(tmp);
+    fprintf(stderr, "gcompile: error: cannot write '%s': %s%s\n", path, strerror(e),
+            tmp ? " (the file is unchanged)" : "");
+    if (tmp)
+        unlink(tmp);
     free(tmp);
     return -1;
+}
+
+void atomic_abandon(FILE *f, char *tmp)
+{
+    fclose(f);
+    if (tmp)
+        unlink(tmp);
+    free(tmp);
 }
 
 const char *human_bytes(char *buf, size_t n, double bytes)
@@ -78,7 +134,9 @@ int driver_check_budget(const Graph *g, const DriverOptions *o)
     return 1;
 }
 
-/* The emitted trainer feeds two inputs: tokens and targets, i32 [B, T]. */
+/* The emitted trainer feeds two inputs, tokens and targets, i32 [B, T],
+ * and checks every token id against the dim V; a graph it cannot train so
+ * is a located error here, before any code is written (docs/grammar.md). */
 int driver_check_trainer(const Graph *g)
 {
     long B = graph_dim(g, "B"), T = graph_dim(g, "T");
@@ -87,6 +145,19 @@ int driver_check_trainer(const Graph *g)
     if (B < 0 || T < 0) {
         diag_error((Loc){g->file, 1, 1}, "a training program needs dims B (batch) and T (sequence length)");
         return 1;
+    }
+    if (graph_dim(g, "V") < 0) {
+        diag_error((Loc){g->file, 1, 1}, "a training program needs a dim V, the vocabulary size (every token id "
+                   "of the data must be below it)");
+        bad = 1;
+    }
+    for (int i = 0; i < g->ninputs; i++) {
+        const Tensor *t = &g->t[g->inputs[i]];
+        if (strcmp(t->name, names[0]) && strcmp(t->name, names[1])) {
+            diag_error(t->loc, "input '%s': a training program feeds only 'tokens' and 'targets' (i32[B, T] from "
+                       "the token data); nothing would feed '%s'", t->name, t->name);
+            bad = 1;
+        }
     }
     for (int k = 0; k < 2; k++) {
         int found = -1;
@@ -163,13 +234,14 @@ static int write_output(const char *path, int (*write)(FILE *, const void *), co
     FILE *f = atomic_open(path, &tmp);
     if (!f)
         return 1;
+    errno = 0;
     int rc = write(f, arg);
     if (rc != 0) {
-        fclose(f);
-        unlink(tmp);
-        free(tmp);
+        int e = ferror(f) ? errno : 0, replaced = tmp != NULL;
+        atomic_abandon(f, tmp);
         if (rc != -2)
-            fprintf(stderr, "gcompile: error: cannot write '%s'\n", path);
+            fprintf(stderr, "gcompile: error: cannot write '%s': %s%s\n", path, e ? strerror(e) : "write failed",
+                    replaced ? " (the file is unchanged)" : "");
         return 1;
     }
     return atomic_commit(f, tmp, path) ? 1 : 0;

@@ -33,6 +33,7 @@ void driver_predict(const Graph *g, DriverOptions *o)
     o->emit.device = o->device ? o->device : cuda ? "h100" : "cpu";
     o->emit.predicted_s = c.seconds;
     o->emit.predicted_mfu = c.mfu;
+    o->emit.predicted_norm_pass_s = c.norm_pass_seconds;
     o->emit.device_peak_flops = o->device ? c.peak_flops : 0;
 }
 

@@ -146,24 +146,11 @@ Ast *parse_string(const char *name, const char *text, size_t len)
 
 Ast *parse_file(const char *path)
 {
-    FILE *f = fopen(path, "rb");
-    if (!f) {
-        diag_error((Loc){0}, "cannot open '%s': %s", path, strerror(errno));
-        return NULL;
-    }
-    size_t cap = 1 << 16, len = 0;
-    char *text = xmalloc(cap);
-    size_t got;
-    while ((got = fread(text + len, 1, cap - len, f)) > 0) {
-        len += got;
-        if (len == cap)
-            text = xrealloc(text, cap *= 2);
-    }
-    int bad = ferror(f);
-    fclose(f);
-    if (bad || len > (64u << 20)) {
-        diag_error((Loc){0}, "cannot read '%s'%s", path, bad ? "" : ": larger than 64 MiB");
-        free(text);
+    char err[4200];
+    size_t len;
+    char *text = read_regular_file(path, GC_GRAPH_FILE_LIMIT, &len, err, sizeof err);
+    if (!text) {
+        diag_error((Loc){0}, "%s", err);
         return NULL;
     }
     /* the text stays alive: diagnostics print source lines from it */

@@ -36,6 +36,19 @@ typedef struct TypeExpr {
     int ndims;
 } TypeExpr;
 
+/* A param's `from "NAME" [transposed] [[dims]]`: where its values live in a
+ * safetensors checkpoint (ir/psource.c). */
+typedef struct FromClause {
+    char *name;         /* the string's text, without the quotes */
+    Loc loc;            /* the string */
+    char **alts;        /* `| "…"` after it: names tried in turn when a file lacks the first */
+    Loc *alt_locs;
+    int nalts;
+    int transposed;
+    int has_shape;      /* the stored shape below was given */
+    TypeExpr shape;     /* dims only (dtype NULL) */
+} FromClause;
+
 typedef enum StmtKind {
     S_DIM, S_CONFIG, S_REQUIRE, S_INPUT, S_PARAM, S_ASSIGN, S_FOR, S_MINIMIZE, S_OPTIMIZER
 } StmtKind;
@@ -48,7 +61,11 @@ struct Stmt {
     Loc name_loc;
     Expr *value;        /* dim default, require condition, param init, assign rhs, optimizer call */
     TypeExpr type;      /* input, param */
-    int nodecay;        /* param */
+    int nodecay;        /* param: how often `nodecay` was written */
+    Loc nodecay_loc;    /* param: the last one */
+    FromClause *from;   /* param: the first `from`, or NULL */
+    int nfrom;          /* param: how many were written */
+    Loc from_loc;       /* param: the last `from` */
     char **names;       /* assign targets; config keys */
     Loc *name_locs;
     Expr **values;      /* config values */
@@ -71,6 +88,9 @@ typedef struct Ast {
  * AST_MAX_DEPTH are reported (located) and counted
  * by diag; the AST of the statements that parsed is returned anyway, NULL only
  * when the file cannot be read. */
+/* A graph file is at most this many bytes (docs/grammar.md); a larger one,
+ * or one that is not a regular file (a FIFO, /dev/zero), is an error. */
+#define GC_GRAPH_FILE_LIMIT ((size_t)64 << 20)
 Ast *parse_file(const char *path);
 /* Same from memory; `name` is used in locations. */
 Ast *parse_string(const char *name, const char *text, size_t len);

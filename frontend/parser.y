@@ -17,7 +17,11 @@ struct LexState {
     const char *file;
     int line, col;
     int depth;          /* open ( and [ */
+    Loc open[64];       /* where the outermost 64 of them opened */
+    char openc[64];     /* and which ('(' or '[') */
+    int last;           /* first byte of the last token (not blank, comment or newline) */
     int last_nl;        /* the last token returned was NL */
+    Loc unclosed_nl;    /* the NL the lexer put after a bracket it reported unclosed */
     Loc loc;            /* start of the current token */
     struct AstPool *pool;
     Ast *ast;
@@ -86,21 +90,25 @@ static void add_name(struct LexState *ls, Stmt *s, const char *name, Loc loc, Ex
     Stmt *stmt;
     struct { Stmt **v; int n; } stmts;
     TypeExpr type;
+    struct FromClause *from;
 }
 
 %token NL "newline"
 %token DIM "dim" CONFIG "config" REQUIRE "require" INPUT "input" PARAM "param"
 %token FOR "for" IN "in" MINIMIZE "minimize" OPTIMIZER "optimizer" NODECAY "nodecay"
+%token FROM "from" TRANSPOSED "transposed"
 %token EQ "==" NE "!=" LE "<=" GE ">="
 %token <ival> INT "integer"
 %token <fval> FLOAT "number"
 %token <str> IDENT "name"
+%token <str> STRING "string"
 
 %type <expr> expr call args list_items opt_init
-%type <stmt> stmt config_body targets
+%type <stmt> stmt config_body targets param_mods
 %type <stmts> stmts
 %type <type> type dims
-%type <ival> opt_nodecay
+%type <ival> opt_transposed
+%type <from> from_names
 
 %nonassoc EQ NE '<' '>' LE GE
 %left '+' '-'
@@ -133,10 +141,10 @@ stmt
     | REQUIRE expr              { $$ = stmt(ls, S_REQUIRE, @1); $$->value = $2; }
     /* input NAME : type */
     | INPUT IDENT ':' type      { $$ = stmt(ls, S_INPUT, @1); $$->name = $2; $$->name_loc = L(ls, @2); $$->type = $4; }
-    /* param NAME : type [= init] [nodecay] */
-    | PARAM IDENT ':' type opt_init opt_nodecay
-                                { $$ = stmt(ls, S_PARAM, @1); $$->name = $2; $$->name_loc = L(ls, @2);
-                                  $$->type = $4; $$->value = $5; $$->nodecay = (int)$6; }
+    /* param NAME : type [= init] (nodecay | from STRING ('|' STRING)* [transposed] ['[' dims ']'])* */
+    | PARAM IDENT ':' type opt_init param_mods
+                                { $$ = $6; $$->kind = S_PARAM; $$->loc = L(ls, @1); $$->name = $2;
+                                  $$->name_loc = L(ls, @2); $$->type = $4; $$->value = $5; }
     /* NAME (, NAME)* = expr */
     | targets '=' expr          { $$ = $1; $$->value = $3; }
     /* for NAME in DIM { line* } */
@@ -178,9 +186,38 @@ opt_init
     | '=' expr                  { $$ = $2; }
     ;
 
-opt_nodecay
+/* a param's modifiers; repeats are reported by ir/build.c */
+param_mods
+    : %empty                    { $$ = stmt(ls, S_PARAM, @$); }
+    | param_mods NODECAY        { $$ = $1; $$->nodecay++; $$->nodecay_loc = L(ls, @2); }
+    | param_mods FROM from_names opt_transposed
+                                { $$ = $1; $$->from_loc = L(ls, @2);
+                                  if (!$$->nfrom++) {
+                                      $$->from = $3; $$->from->transposed = (int)$4;
+                                  } }
+    | param_mods FROM from_names opt_transposed '[' dims ']'
+                                { $$ = $1; $$->from_loc = L(ls, @2);
+                                  if (!$$->nfrom++) {
+                                      $$->from = $3; $$->from->transposed = (int)$4;
+                                      $$->from->has_shape = 1; $$->from->shape = $6; $$->from->shape.loc = L(ls, @5);
+                                  } }
+    ;
+
+/* from_names = STRING ('|' STRING)* */
+from_names
+    : STRING                    { $$ = ast_alloc(ls->pool, sizeof *$$); $$->name = $1; $$->loc = L(ls, @1); }
+    | from_names '|' STRING     { $$ = $1;
+                                  int n = $$->nalts;
+                                  ast_push(ls->pool, (void ***)&$$->alts, &n, $3);
+                                  Loc *locs = ast_grow(ls->pool, $$->alt_locs, $$->nalts, sizeof *locs);
+                                  locs[$$->nalts] = L(ls, @3);
+                                  $$->alt_locs = locs;
+                                  $$->nalts++; }
+    ;
+
+opt_transposed
     : %empty                    { $$ = 0; }
-    | NODECAY                   { $$ = 1; }
+    | TRANSPOSED                { $$ = 1; }
     ;
 
 expr
@@ -228,6 +265,8 @@ list_items
 static void yyerror(YYLTYPE *loc, yyscan_t scanner, struct LexState *ls, const char *msg)
 {
     (void)scanner;
+    if (loc->first_line == ls->unclosed_nl.line && loc->first_column == ls->unclosed_nl.col)
+        return;                                 /* that statement's error is the bracket, reported */
     if (!strcmp(msg, "memory exhausted"))     /* bison's stack: YYMAXDEPTH open constructs */
         msg = "nested too deeply (the parser's stack is full)";
     diag_error(L(ls, *loc), "%s", msg);

@@ -31,6 +31,10 @@ typedef struct Value {
     int t;                      /* tensor id */
     long list[IR_MAXRANK];
     int n;
+    /* an integer division in the expression gave 0 from a nonzero x (x / y,
+       at trunc; line 0: none): a trap where a number is expected */
+    Loc trunc;
+    long tx, ty;
 } Value;
 
 typedef enum SymKind { SYM_DIM, SYM_INPUT, SYM_PARAM, SYM_VAR, SYM_LOOP } SymKind;
@@ -152,6 +156,27 @@ static const char *value_kind_name(VKind k)
 
 static Value eval(Builder *b, Expr *e);
 
+/* v is used where a number is expected: warns when an integer division in
+ * it truncated to 0 (`scale(x, 1 / T)` is scale by 0). */
+static void warn_truncated(Value v)
+{
+    if (v.trunc.line > 0)
+        diag_warning(v.trunc, "integer division %ld / %ld truncates to 0 where a number is expected "
+                     "(a number operand, as in 1.0 / T, keeps the fraction)", v.tx, v.ty);
+}
+
+/* the first truncation mark of x and y (warn_truncated) carried to r */
+static Value carry_trunc(Value r, Value x, Value y)
+{
+    const Value *from = x.trunc.line ? &x : &y;
+    if (r.trunc.line == 0 && from->trunc.line) {
+        r.trunc = from->trunc;
+        r.tx = from->tx;
+        r.ty = from->ty;
+    }
+    return r;
+}
+
 static Value int_binop(Builder *b, Expr *e, long x, long y)
 {
     long r = 0;
@@ -166,6 +191,13 @@ static Value int_binop(Builder *b, Expr *e, long x, long y)
         }
         if (x == LONG_MIN && y == -1)
             goto overflow;
+        if (e->op == '/' && x != 0 && x / y == 0) {
+            Value v = mk_int(0);
+            v.trunc = e->loc;
+            v.tx = x;
+            v.ty = y;
+            return v;
+        }
         return mk_int(e->op == '/' ? x / y : x % y);
     case '<': return mk_int(x < y);
     case '>': return mk_int(x > y);
@@ -209,14 +241,16 @@ static Value float_binop(Builder *b, Expr *e, double x, double y)
 /* ---- ops ---------------------------------------------------------------------------- */
 
 /* Attribute j of an op kind: its name (into buf), whether it is the list
- * attribute, and its default (NAN when required). Returns the count. */
-static int op_attrs(OpKind k, char names[][32], int *is_list, double *defaults)
+ * attribute or an integer one, and its default (NAN when required). Returns
+ * the count. */
+static int op_attrs(OpKind k, char names[][32], int *is_list, int *is_int, double *defaults)
 {
     const char *s = op_info[k].attrs;
     int n = 0;
     while (*s) {
         int list = *s == '[';
-        s += list;
+        is_int[n] = *s == '#';
+        s += list || is_int[n];
         size_t len = strcspn(s, ",=");
         snprintf(names[n], 32, "%.*s", (int)len, s);
         s += len;
@@ -265,6 +299,7 @@ static int add_op(Builder *b, Op *proto, Loc loc)
            ones are named after it: "h0.att.matmul" */
         char *target = b->depth ? xasprintf("%s.%s", b->target, op_info[proto->kind].name) : xstrdup(b->target);
         char *base = proto->kind == OP_LAYERNORM ? xasprintf("%s%s", target, aux[k])
+                   : proto->kind == OP_RMSNORM ? xasprintf("%s%s", target, aux[k ? 2 : 0])
                    : nout > 1 ? xasprintf("%s.%d", target, k) : xstrdup(target);
         free(target);
         char *name = unique_name(b, base);
@@ -285,16 +320,18 @@ static int add_op(Builder *b, Op *proto, Loc loc)
 
 static Value tensor_value(int t) { return (Value){.k = V_TENSOR, .t = t}; }
 
-/* A binary op on two tensors (+ -> add; the smaller operand second). */
+/* A binary op on two tensors (+ -> add, * -> mul: the smaller operand
+ * second; - -> sub: the second must be the smaller). */
 static Value tensor_binop(Builder *b, Expr *e, Value x, Value y)
 {
-    if (e->op != '+') {
+    OpKind kind = e->op == '+' ? OP_ADD : e->op == '*' ? OP_MUL : e->op == '-' ? OP_SUB : OP_COUNT;
+    if (kind == OP_COUNT) {
         diag_error(e->loc, "operator '%c' is not defined on tensors (use an op such as scale)",
                    e->op < 256 ? e->op : '?');
         return NONE;
     }
-    Op proto = {.kind = OP_ADD, .nin = 2, .in = {x.t, y.t}};
-    if (b->g->t[x.t].rank < b->g->t[y.t].rank) {   /* broadcast operand goes second */
+    Op proto = {.kind = kind, .nin = 2, .in = {x.t, y.t}};
+    if (kind != OP_SUB && b->g->t[x.t].rank < b->g->t[y.t].rank) {   /* broadcast operand goes second */
         proto.in[0] = y.t;
         proto.in[1] = x.t;
     }
@@ -315,6 +352,7 @@ static Value eval_math(Builder *b, Expr *e)
         diag_error(e->args[0]->loc, "%s() takes a number, got %s", e->name, value_kind_name(a.k));
         return NONE;
     }
+    warn_truncated(a);
     double x = num(a);
     if (strcmp(e->name, "sqrt") == 0) {
         if (x < 0) {
@@ -332,6 +370,35 @@ static Value eval_math(Builder *b, Expr *e)
     return mk_float(log(x));
 }
 
+/* split(x, parts, axis) along an axis other than 0: one narrow (a copy)
+ * per part, returned as a list as the view split's outputs are */
+static Value split_axis(Builder *b, const Op *proto, Loc loc)
+{
+    const Tensor *x = &b->g->t[proto->in[0]];
+    long parts = (long)proto->attr[0];
+    int ax = (int)proto->attr[1];
+    if (parts < 1 || parts > IR_MAXIO || x->shape[ax] % parts) {
+        diag_error(loc, "split: cannot split axis %d of size %ld into %ld parts (1..%d parts that divide it)", ax,
+                   x->shape[ax], parts, IR_MAXIO);
+        return NONE;
+    }
+    Value v = {.k = V_LIST, .n = (int)parts, .i = -1};   /* i = -1: a tensor list */
+    const char *saved = b->target;
+    for (long k = 0; k < parts; k++) {
+        long len = b->g->t[proto->in[0]].shape[ax] / parts;
+        Op p = {.kind = OP_NARROW, .nin = 1, .in = {proto->in[0]}, .attr = {(double)(k * len), (double)len, ax}};
+        char *name = xasprintf("%s.%ld", saved, k);
+        b->target = name;
+        int id = add_op(b, &p, loc);
+        b->target = saved;
+        free(name);
+        if (id < 0)
+            return NONE;
+        v.list[k] = b->g->ops[id].out[0];
+    }
+    return v;
+}
+
 /* name(args): a math function or an op */
 static Value eval_call(Builder *b, Expr *e)
 {
@@ -344,9 +411,9 @@ static Value eval_call(Builder *b, Expr *e)
     }
     const OpInfo *info = &op_info[kind];
     char anames[8][32];
-    int is_list[8];
+    int is_list[8], is_int[8];
     double defaults[8];
-    int nattr = op_attrs((OpKind)kind, anames, is_list, defaults);
+    int nattr = op_attrs((OpKind)kind, anames, is_list, is_int, defaults);
     Op proto = {.kind = (OpKind)kind};
     int have[8] = {0}, npos = 0, ok = 1;
     for (int a = 0; a < e->nargs; a++) {
@@ -413,7 +480,13 @@ static Value eval_call(Builder *b, Expr *e)
             diag_error(e->args[a]->loc, "attribute '%s' of '%s' must be finite and within +-2^31, got %g", anames[j],
                        e->name, num(v));
             ok = 0;
+        } else if (is_int[j] && num(v) != floor(num(v))) {
+            diag_error(e->args[a]->loc, "attribute '%s' of '%s' must be an integer, got %.9g", anames[j], e->name,
+                       num(v));
+            ok = 0;
         } else {
+            if (!is_int[j])
+                warn_truncated(v);
             proto.attr[j] = num(v);
         }
     }
@@ -433,6 +506,21 @@ static Value eval_call(Builder *b, Expr *e)
             return NONE;
         }
         proto.attr[j] = defaults[j];
+    }
+    if (kind == OP_SLICE || kind == OP_SPLIT || kind == OP_CONCAT || kind == OP_REPEAT) {
+        /* the axis attribute: negative counts from the end */
+        int slot = kind == OP_SLICE ? 2 : kind == OP_CONCAT ? 0 : 1, rank = b->g->t[proto.in[0]].rank;
+        if (proto.attr[slot] < 0)
+            proto.attr[slot] += rank;
+        if (proto.attr[slot] < 0 || proto.attr[slot] >= (rank ? rank : 1)) {
+            diag_error(e->loc, "%s: axis %g is outside [-%d, %d) (the input's rank is %d)", e->name,
+                       proto.attr[slot] - (proto.attr[slot] < 0 ? rank : 0), rank, rank, rank);
+            return NONE;
+        }
+        if (kind == OP_SLICE && proto.attr[2] != 0)   /* not a view: a copy */
+            proto.kind = OP_NARROW;
+        if (kind == OP_SPLIT && proto.attr[1] != 0)
+            return split_axis(b, &proto, e->loc);
     }
     if (kind == OP_CROSS_ENTROPY && proto.attr[0] == 0 && b->g->t[proto.in[0]].rank > 0)   /* n=0: every column
                                                           (a scalar is the shape rule's error) */
@@ -470,9 +558,9 @@ static Value eval(Builder *b, Expr *e)
     case E_NEG: {
         Value a = eval(b, e->a);
         if (a.k == V_INT)
-            return a.i == LONG_MIN ? NONE : mk_int(-a.i);
+            return a.i == LONG_MIN ? NONE : carry_trunc(mk_int(-a.i), a, NONE);
         if (a.k == V_FLOAT)
-            return mk_float(-a.f);
+            return carry_trunc(mk_float(-a.f), a, NONE);
         if (a.k != V_NONE)
             diag_error(e->loc, "unary '-' needs a number, got %s", value_kind_name(a.k));
         return NONE;
@@ -484,9 +572,9 @@ static Value eval(Builder *b, Expr *e)
         if (x.k == V_NONE || y.k == V_NONE)
             return NONE;
         if (x.k == V_INT && y.k == V_INT)
-            return int_binop(b, e, x.i, y.i);
+            return carry_trunc(int_binop(b, e, x.i, y.i), x, y);
         if (is_num(x) && is_num(y))
-            return float_binop(b, e, num(x), num(y));
+            return carry_trunc(float_binop(b, e, num(x), num(y)), x, y);
         if (x.k == V_TENSOR && y.k == V_TENSOR)
             return tensor_binop(b, e, x, y);
         diag_error(e->loc, "operands are %s and %s", value_kind_name(x.k), value_kind_name(y.k));
@@ -591,13 +679,75 @@ static int check_new_name(Builder *b, const char *name, Loc loc)
     return 0;
 }
 
+/* A parameter's checkpoint tensors (ir/psource.c): its `from` clause, or
+ * its own name, whole. ps is filled even after an error. */
+static void declare_source(Builder *b, Stmt *s, int t, ParamSource *ps)
+{
+    const Tensor *p = &b->g->t[t];
+    FromClause *fc = s->from;
+    memset(ps, 0, sizeof *ps);
+    if (s->nfrom > 1)
+        diag_error(s->from_loc, "a parameter takes one 'from'");
+    if (psrc_parse(ps, fc ? fc->name : p->name, fc ? fc->loc : s->name_loc) != 0)
+        ps->layers = 0;
+    ps->given = fc != NULL;
+    int lead = ps->layers ? 1 : 0;
+    if (lead && p->rank == 0) {
+        diag_error(fc->loc, "'{…}' names one tensor per index of the first axis, but '%s' is a scalar", s->name);
+        lead = 0, ps->layers = 0;
+    }
+    if (lead)
+        ps->layers = p->shape[0];
+    for (int k = 0; fc && k < fc->nalts; k++)
+        psrc_add_alt(ps, fc->alts[k], fc->alt_locs[k]);
+    ps->rank = p->rank - lead;
+    for (int k = 0; k < ps->rank; k++)
+        ps->pshape[k] = ps->sshape[k] = p->shape[k + lead];
+    if (!fc)
+        return;
+    ps->transposed = fc->transposed;
+    if (ps->transposed && ps->rank != 2) {
+        diag_error(fc->loc, "'transposed' needs a matrix per tensor; '%s' gives %d ax%s per tensor", s->name,
+                   ps->rank, ps->rank == 1 ? "is" : "es");
+        ps->transposed = 0;
+    }
+    if (ps->transposed) {
+        ps->sshape[0] = ps->pshape[1];
+        ps->sshape[1] = ps->pshape[0];
+    }
+    if (!fc->has_shape)
+        return;
+    TypeExpr *ty = &fc->shape;
+    if (ty->ndims != ps->rank) {
+        diag_error(ty->loc, "the stored shape has %d ax%s; one tensor of '%s' has %d", ty->ndims,
+                   ty->ndims == 1 ? "is" : "es", s->name, ps->rank);
+        return;
+    }
+    for (int k = 0; k < ty->ndims; k++) {
+        Value v = eval(b, ty->dims[k]);
+        if (v.k == V_NONE)
+            return;
+        long full = ps->sshape[k];
+        if (v.k != V_INT || v.i < 1 || v.i > full) {
+            diag_error(ty->dims[k]->loc, "a stored axis is a positive integer at most the parameter's (%ld%s)",
+                       full, ps->transposed ? ", transposed" : "");
+            return;
+        }
+        ps->sshape[k] = v.i;
+    }
+}
+
 static void declare_tensor(Builder *b, Stmt *s, TensorKind kind)
 {
     DType dt;
     int rank;
     long shape[IR_MAXRANK];
-    if (check_new_name(b, s->name, s->name_loc) || eval_type(b, &s->type, &dt, &rank, shape))
+    if (check_new_name(b, s->name, s->name_loc))
         return;
+    if (eval_type(b, &s->type, &dt, &rank, shape)) {   /* bound to nothing: its uses add no errors */
+        define(b, s->name, kind == TK_PARAM ? SYM_PARAM : SYM_INPUT, NONE, s->name_loc);
+        return;
+    }
     Graph *g = b->g;
     char *name = unique_name(b, s->name);
     int t = graph_add_tensor(g, name, dt, rank, shape, kind, s->name_loc);
@@ -610,7 +760,11 @@ static void declare_tensor(Builder *b, Stmt *s, TensorKind kind)
     if (dt != DT_F32)
         diag_error(s->type.loc, "parameters must be f32 (master weights); bf16 copies come from --precision");
     g->params = xrealloc(g->params, (size_t)(g->nparams + 1) * sizeof(int));
+    g->psrc = xrealloc(g->psrc, (size_t)(g->nparams + 1) * sizeof *g->psrc);
     g->params[g->nparams++] = t;
+    declare_source(b, s, t, &g->psrc[g->nparams - 1]);
+    if (s->nodecay > 1)
+        diag_error(s->nodecay_loc, "'nodecay' given twice");
     Tensor *p = &g->t[t];
     p->decay = !s->nodecay;
     p->init = INIT_ZEROS;
@@ -629,6 +783,7 @@ static void declare_tensor(Builder *b, Stmt *s, TensorKind kind)
             diag_error(init->args[0]->loc, "normal() takes a non-negative standard deviation");
             return;
         }
+        warn_truncated(v);
         p->init = INIT_NORMAL;
         p->init_std = num(v);
     } else {
@@ -637,6 +792,20 @@ static void declare_tensor(Builder *b, Stmt *s, TensorKind kind)
 }
 
 static void build_stmts(Builder *b, Stmt **stmts, int n);
+
+/* After a failed assignment (its error reported) its names are bound to
+ * nothing: a use of one evaluates to nothing without a message, so one
+ * mistake is one error, not one more at every use. */
+static void poison_names(Builder *b, Stmt *s)
+{
+    for (int i = 0; i < s->nnames; i++) {
+        Sym *sym = lookup(b, s->names[i]);
+        if (sym)
+            sym->v = NONE;
+        else
+            define(b, s->names[i], SYM_VAR, NONE, s->name_locs[i]);
+    }
+}
 
 static void build_assign(Builder *b, Stmt *s)
 {
@@ -649,14 +818,17 @@ static void build_assign(Builder *b, Stmt *s)
     }
     b->target = s->names[0];
     Value v = eval(b, s->value);
-    if (v.k == V_NONE)
+    if (v.k == V_NONE) {
+        poison_names(b, s);
         return;
+    }
     int multi = v.k == V_LIST && v.i == -1;
     if (s->nnames > 1 || multi) {
         if (!multi || v.n != s->nnames) {
             char what[64];
             snprintf(what, sizeof what, multi ? "an op with %d outputs" : "a single value", v.n);
             diag_error(s->loc, "%d name%s assigned from %s", s->nnames, s->nnames == 1 ? "" : "s", what);
+            poison_names(b, s);
             return;
         }
         for (int i = 0; i < s->nnames; i++) {
@@ -742,8 +914,10 @@ static void build_optimizer(Builder *b, Stmt *s)
         Value v = eval(b, e->args[a]);
         if (v.k != V_NONE && (!is_num(v) || num(v) < 0 || !isfinite(num(v))))
             diag_error(e->args[a]->loc, "%s must be a non-negative number", keys[k]);
-        else if (v.k != V_NONE)
+        else if (v.k != V_NONE) {
+            warn_truncated(v);
             *dst[k] = num(v);
+        }
     }
 }
 
@@ -807,6 +981,8 @@ static void build_stmt(Builder *b, Stmt *s)
         Sym *sym = lookup(b, s->name);
         if (!sym) {
             diag_error(s->name_loc, "undefined name '%s'", s->name);
+        } else if (sym->v.k == V_NONE) {
+            /* its definition failed, with an error */
         } else if (sym->v.k != V_TENSOR || b->g->t[sym->v.t].rank != 0) {
             diag_error(s->name_loc, "minimize needs a scalar tensor; '%s' is %s", s->name,
                        sym->v.k == V_TENSOR ? "not a scalar" : value_kind_name(sym->v.k));
@@ -922,6 +1098,37 @@ static void resolve_dims(Builder *b, const BuildOptions *opt)
     }
 }
 
+/* Warns about each input and parameter that no op reads, or whose readers
+ * do not lead to the loss (a parameter so is still stored and updated, with
+ * a zero gradient). The forward ops are in order, so one backward sweep from
+ * the loss marks what it depends on. */
+static void warn_unused(const Graph *g)
+{
+    char *used = xcalloc((size_t)g->nt, 1), *live = xcalloc((size_t)g->nt, 1);
+    used[g->loss] = live[g->loss] = 1;   /* `minimize p`: a param as the loss */
+    for (int i = g->nops - 1; i >= 0; i--) {
+        const Op *op = &g->ops[i];
+        int on = 0;
+        for (int k = 0; k < op->nout; k++)
+            on |= live[op->out[k]];
+        for (int k = 0; k < op->nin; k++) {
+            used[op->in[k]] = 1;
+            live[op->in[k]] |= (char)on;
+        }
+    }
+    for (int j = 0; j < g->ninputs + g->nparams; j++) {
+        int param = j >= g->ninputs, t = param ? g->params[j - g->ninputs] : g->inputs[j];
+        const char *what = param ? "param" : "input";
+        const char *why = param ? " (it is stored and updated, with a zero gradient)" : "";
+        if (!used[t])
+            diag_warning(g->t[t].loc, "%s '%s' is never used%s", what, g->t[t].name, why);
+        else if (!live[t])
+            diag_warning(g->t[t].loc, "%s '%s' does not affect the loss%s", what, g->t[t].name, why);
+    }
+    free(used);
+    free(live);
+}
+
 Graph *ir_build(Ast *ast, const BuildOptions *opt)
 {
     int errors = diag_count();
@@ -933,6 +1140,10 @@ Graph *ir_build(Ast *ast, const BuildOptions *opt)
         build_stmts(&b, ast->stmts, ast->nstmts);
     if (diag_count() == errors && b.g->loss < 0)
         diag_error((Loc){ast->file, 1, 1}, "the graph has no 'minimize' statement");
+    if (diag_count() == errors)
+        psrc_check_unique(b.g);
+    if (diag_count() == errors)
+        warn_unused(b.g);
     free(b.syms);
     for (size_t i = 0; i < b.capnames; i++)
         free(b.names[i]);

@@ -38,6 +38,12 @@ Graph *graph_clone(const Graph *g)
     for (int i = 0; i < g->ndims; i++)
         c->dims[i].name = xstrdup(g->dims[i].name);
     c->params = dup_array(g->params, (size_t)g->nparams, sizeof(int));
+    c->psrc = dup_array(g->psrc, (size_t)g->nparams, sizeof *g->psrc);
+    for (int i = 0; c->psrc && i < g->nparams; i++) {
+        c->psrc[i].name = xstrdup(g->psrc[i].name);
+        for (int k = 0; k < g->psrc[i].nalts; k++)
+            c->psrc[i].alt[k].name = xstrdup(g->psrc[i].alt[k].name);
+    }
     c->inputs = dup_array(g->inputs, (size_t)g->ninputs, sizeof(int));
     c->sched = dup_array(g->sched, (size_t)g->nsched, sizeof(int));
     c->split_report = g->split_report ? xstrdup(g->split_report) : NULL;

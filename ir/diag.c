@@ -1,8 +1,12 @@
 /* diag.c — located diagnostics and allocation helpers. */
+#include <errno.h>
+#include <fcntl.h>
 #include <malloc.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "ir.h"
 
@@ -11,11 +15,16 @@ static Source sources[16];
 static int nsources;
 static int nerrors;
 static int quiet;
+/* hashes of the warnings printed so far: a graph built several times (the
+ * budget search, --split auto, micro-batches) warns once */
+static size_t warned[256];
+static int nwarned;
 
 void diag_reset(int be_quiet)
 {
     nsources = 0;
     nerrors = 0;
+    nwarned = 0;
     quiet = be_quiet;
 }
 
@@ -104,6 +113,46 @@ void diag_error(Loc loc, const char *fmt, ...)
     va_start(ap, fmt);
     report(loc, "error", fmt, ap);
     va_end(ap);
+}
+
+
+static size_t warn_hash(Loc loc, const char *msg)
+{
+    size_t h = 1469598103934665603u;
+    for (const char *s = loc.file ? loc.file : ""; *s; s++)
+        h = (h ^ (unsigned char)*s) * 1099511628211u;
+    h = (h ^ (size_t)loc.line) * 1099511628211u;
+    h = (h ^ (size_t)loc.col) * 1099511628211u;
+    for (const char *s = msg; *s; s++)
+        h = (h ^ (unsigned char)*s) * 1099511628211u;
+    return h;
+}
+
+static void print_line(Loc loc, const char *what, const char *msg)
+{
+    if (loc.file && loc.line > 0)
+        fprintf(stderr, "%s:%d:%d: %s: %s\n", loc.file, loc.line, loc.col, what, msg);
+    else
+        fprintf(stderr, "gcompile: %s: %s\n", what, msg);
+    if (loc.file && loc.line > 0)
+        show_line(loc);
+}
+
+void diag_warning(Loc loc, const char *fmt, ...)
+{
+    char msg[512];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    size_t h = warn_hash(loc, fmt);   /* not msg: a micro-batch build's B differs in the numbers */
+    for (int i = 0; i < nwarned; i++)
+        if (warned[i] == h)
+            return;
+    if (nwarned < (int)(sizeof warned / sizeof warned[0]))
+        warned[nwarned++] = h;
+    if (!quiet)
+        print_line(loc, "warning", msg);
 }
 
 void diag_note(Loc loc, const char *fmt, ...)
@@ -201,4 +250,56 @@ char *xasprintf(const char *fmt, ...)
     vsnprintf(s, (size_t)n + 1, fmt, ap);
     va_end(ap);
     return s;
+}
+
+char *read_regular_file(const char *path, size_t limit, size_t *len, char *err, size_t errlen)
+{
+    int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);   /* a FIFO opens at once, then is refused */
+    if (fd < 0) {
+        snprintf(err, errlen, "cannot open '%s': %s", path, strerror(errno));
+        return NULL;
+    }
+    struct stat sb;
+    if (fstat(fd, &sb) != 0 || !S_ISREG(sb.st_mode)) {
+        snprintf(err, errlen, "cannot read '%s': not a regular file", path);
+        close(fd);
+        return NULL;
+    }
+    if ((unsigned long long)sb.st_size > limit) {
+        snprintf(err, errlen, "cannot read '%s': %lld bytes, larger than the limit of %zu MiB", path,
+                 (long long)sb.st_size, limit >> 20);
+        close(fd);
+        return NULL;
+    }
+    fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK);
+    size_t cap = (size_t)sb.st_size + 1, n = 0;   /* a file that grows while read: up to limit */
+    char *text = xmalloc(cap + 1);
+    for (;;) {
+        if (n == cap) {
+            if (cap > limit) {
+                snprintf(err, errlen, "cannot read '%s': larger than the limit of %zu MiB", path, limit >> 20);
+                goto bad;
+            }
+            cap = cap * 2 < limit + 1 ? cap * 2 : limit + 1;
+            text = xrealloc(text, cap + 1);
+        }
+        ssize_t got = read(fd, text + n, cap - n);
+        if (got < 0 && errno == EINTR)
+            continue;
+        if (got < 0) {
+            snprintf(err, errlen, "cannot read '%s': %s", path, strerror(errno));
+            goto bad;
+        }
+        if (got == 0)
+            break;
+        n += (size_t)got;
+    }
+    close(fd);
+    text[n] = '\0';
+    *len = n;
+    return text;
+bad:
+    close(fd);
+    free(text);
+    return NULL;
 }

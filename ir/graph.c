@@ -23,6 +23,7 @@ Graph *graph_new(const char *file)
     g->file = file;
     g->config = "";
     g->loss = -1;
+    g->sample_logits = -1;
     g->lr = 3e-4;
     g->beta1 = 0.9;
     g->beta2 = 0.999;
@@ -51,6 +52,12 @@ void graph_free(Graph *g)
     free(g->dims);
     store_release(g->t, sizeof *g->t, IR_MAX_TENSORS);
     store_release(g->ops, sizeof *g->ops, IR_MAX_OPS);
+    for (int i = 0; g->psrc && i < g->nparams; i++) {
+        free(g->psrc[i].name);
+        for (int k = 0; k < g->psrc[i].nalts; k++)
+            free(g->psrc[i].alt[k].name);
+    }
+    free(g->psrc);
     free(g->params);
     free(g->inputs);
     free(g->sched);

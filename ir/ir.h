@@ -6,6 +6,7 @@
  *   graph.c   Graph construction: tensors, ops, names, views
  *   ops.c     the op table (from ops.def): shape rules, FLOPs, bytes moved
  *   build.c   AST -> IR: dims, configs, loops unrolled, shape inference
+ *   psource.c where each parameter lives in a safetensors file (`from "…"`)
  *   verify.c  IR verifier (internal consistency; aborts with file:line)
  *   print.c   --emit ir and --emit summary
  */
@@ -36,6 +37,9 @@ const char *diag_source_line(Loc loc, size_t *len);
  * and counts the error. Without a location it prints "gcompile: error: msg". */
 void diag_error(Loc loc, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 void diag_note(Loc loc, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* "file:line:col: warning: msg" (not counted as an error); a warning of
+ * one format at one place is printed once per process (the first). */
+void diag_warning(Loc loc, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 int diag_count(void);
 /* Forgets the registered sources and the error count; quiet: print nothing
  * (a process that compiles many graphs: the fuzzers). */
@@ -55,6 +59,11 @@ void *xrealloc(void *p, size_t n);
 void *xgrow(void *p, int *cap, int need, size_t elem);
 char *xstrdup(const char *s);
 char *xasprintf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* The whole of the regular file path, at most limit bytes, NUL-terminated
+ * (*len excludes the NUL); NULL with a one-line reason in err. Never blocks
+ * in open() (a FIFO is refused, not waited on) and never reads past limit
+ * (a device like /dev/zero is refused before any read). */
+char *read_regular_file(const char *path, size_t limit, size_t *len, char *err, size_t errlen);
 
 /* ---------------------------------------------------------------- store.c */
 
@@ -176,6 +185,35 @@ typedef struct Dim {
     Loc loc;
 } Dim;
 
+/* Where a parameter's values live in a safetensors checkpoint (psource.c,
+ * docs/checkpoints.md): the graph's `from "NAME" [transposed] [[stored
+ * shape]]`, or without one the parameter's own name, whole. */
+#define PSRC_MAX_ALTS 4
+typedef struct PsrcName {
+    char *name;             /* a template as written; "{l}" the index along axis 0 */
+    int pre_len;            /* layered: the text before '{' … */
+    int post_off;           /* … and where the text after '}' starts */
+    Loc loc;
+} PsrcName;
+typedef struct ParamSource {
+    char *name;             /* the template as written; "{l}" the index along axis 0 */
+    Loc loc;                /* of the string (the parameter's name without a `from`) */
+    int given;              /* 1: the graph says `from` */
+    long layers;            /* tensors per parameter: 0 = one whole tensor; else one per
+                               index of axis 0 (the template has a {…}) */
+    int pre_len;            /* layered: the template's text before '{' … */
+    int post_off;           /* … and where the text after '}' starts */
+    PsrcName alt[PSRC_MAX_ALTS];  /* `| "…"`: tried in turn when a file lacks `name` (a tied
+                               lm_head read from the embedding); saves use `name` */
+    int nalts;
+    int transposed;         /* the file holds each tensor's matrix transposed */
+    int rank;               /* one tensor's axes (the parameter's, less axis 0 when layered) */
+    long pshape[IR_MAXRANK];  /* one tensor as the parameter holds it */
+    long sshape[IR_MAXRANK];  /* one tensor as the file holds it (transposed: pshape's
+                                 axes swapped); smaller than pshape: the file's tensor
+                                 fills the leading corner, the rest is zero */
+} ParamSource;
+
 typedef struct Graph {
     const char *file;       /* source .graph */
     const char *config;     /* selected config or "" */
@@ -183,8 +221,13 @@ typedef struct Graph {
     Tensor *t; int nt, capt;    /* never moves (store.c); capt: committed */
     Op *ops; int nops, capops;  /* never moves (store.c); capops: committed */
     int *params; int nparams;   /* tensor ids, declaration order */
+    ParamSource *psrc;          /* nparams, parallel to params: each one's checkpoint tensors */
     int *inputs; int ninputs;   /* tensor ids, declaration order */
     int loss;                   /* tensor id of the minimised scalar, -1 */
+    int sample_logits;          /* tensor id of the one row of logits --sample reads after a
+                                   forward (the fused classifier's, passes/fuse_classifier.c);
+                                   -1: none. Like the loss, live to the last step, never
+                                   poisoned, never given away in place */
     /* optimizer (AdamW) */
     double lr, beta1, beta2, eps, weight_decay;
     /* schedule: op ids in execution order (filled by passes/schedule.c) */
@@ -307,6 +350,27 @@ typedef struct BuildOptions {
 } BuildOptions;
 /* Builds the forward graph; NULL after reporting located errors. */
 Graph *ir_build(struct Ast *ast, const BuildOptions *opt);
+
+/* ---------------------------------------------------------------- psource.c */
+
+/* Parses a `from` template into ps (name, layers, pre_len, post_off): at
+ * most one {NAME} placeholder, closed, a name inside; printable ASCII. On a
+ * user error reports it at loc (the column of the offending character when
+ * known) and returns -1. */
+int psrc_parse(ParamSource *ps, const char *name, Loc loc);
+/* Adds an alternative name (`| "…"`), parsed and checked as psrc_parse does
+ * and layered as the first; -1 after a located error. Call after the first
+ * name's layers are known. */
+int psrc_add_alt(ParamSource *ps, const char *name, Loc loc);
+/* Tensor k's name (layered: the template with k in place of {…}) into buf. */
+void psrc_tensor_name(const ParamSource *ps, long k, char *buf, size_t len);
+/* Located errors for two parameters whose tensors share a name; -1 if any. */
+int psrc_check_unique(const Graph *g);
+/* By tensor id: the ParamSource of each parameter root, NULL elsewhere
+ * (g->nt entries, caller-freed). */
+const ParamSource **psrc_table(const Graph *g);
+/* `from="…" transposed stored=[…]` as --emit ir prints it (nothing without a `from`). */
+void psrc_print(FILE *f, const ParamSource *ps);
 
 /* ---------------------------------------------------------------- verify.c */
 

@@ -34,7 +34,7 @@ int op_inplace_ok(const Graph *g, const Op *op, int i)
         return 1;                 /* dy or y */
     case OP_CROSS_ENTROPY_BWD:
         return i == 1;            /* dlogits over logits */
-    case OP_ADD_LAYERNORM:
+    case OP_ADD_LAYERNORM: case OP_ADD_RMSNORM:
         return i < 2;             /* x (the sum) over a residual operand, as the add it replaced */
     default:
         return op_info[op->kind].cls == OPC_EW;
@@ -166,6 +166,81 @@ int op_infer(Graph *g, Op *op, int *nout, int rank[], long shape[][IR_MAXRANK], 
                  shape_str(s0, sizeof s0, x->rank, x->shape), shape_str(s1, sizeof s1, T(1)->rank, T(1)->shape));
         set_out(&rank[0], shape[0], x->rank, x->shape);
         return 0;
+    case OP_MUL: case OP_SUB:
+        if (!is_suffix(x, T(1)))
+            FAIL("%s: shapes %s and %s do not match (the second must equal the trailing dims of the first)", name,
+                 shape_str(s0, sizeof s0, x->rank, x->shape), shape_str(s1, sizeof s1, T(1)->rank, T(1)->shape));
+        set_out(&rank[0], shape[0], x->rank, x->shape);
+        return 0;
+    case OP_RMSNORM: {
+        if (x->rank < 1)
+            FAIL("rmsnorm: needs rank >= 1");
+        long C = x->shape[x->rank - 1];
+        if (T(1)->rank != 1 || T(1)->shape[0] != C)
+            FAIL("rmsnorm: weight must have shape [%ld] to match %s, got %s", C,
+                 shape_str(s0, sizeof s0, x->rank, x->shape), shape_str(s1, sizeof s1, T(1)->rank, T(1)->shape));
+        if (!(op->attr[0] > 0))
+            FAIL("rmsnorm: eps must be positive");
+        set_out(&rank[0], shape[0], x->rank, x->shape);
+        long N = x->numel / (C ? C : 1);
+        set_out(&rank[1], shape[1], 1, &N);
+        return 0;
+    }
+    case OP_ROPE: case OP_ROPE_BWD:
+        if (x->rank < 2 || x->shape[x->rank - 1] % 2)
+            FAIL("%s: needs (..., T, hs) with an even head size hs, got %s", name,
+                 shape_str(s0, sizeof s0, x->rank, x->shape));
+        if (!(op->attr[0] > 0))
+            FAIL("%s: theta must be positive", name);
+        set_out(&rank[0], shape[0], x->rank, x->shape);
+        return 0;
+    case OP_CONCAT: {
+        const Tensor *y = T(1);
+        int ax = (int)op->attr[0];
+        if (x->rank < 1 || x->rank != y->rank || ax < 0 || ax >= x->rank)
+            FAIL("concat: cannot join %s and %s along axis %d (equal ranks, an axis in [0, %d))",
+                 shape_str(s0, sizeof s0, x->rank, x->shape), shape_str(s1, sizeof s1, y->rank, y->shape),
+                 ax, x->rank);
+        for (int i = 0; i < x->rank; i++)
+            if (i != ax && x->shape[i] != y->shape[i])
+                FAIL("concat: %s and %s differ in dimension %d (only axis %d may)",
+                     shape_str(s0, sizeof s0, x->rank, x->shape), shape_str(s1, sizeof s1, y->rank, y->shape),
+                     i, ax);
+        set_out(&rank[0], shape[0], x->rank, x->shape);
+        shape[0][ax] += y->shape[ax];
+        return 0;
+    }
+    case OP_REPEAT: case OP_REPEAT_BWD: {
+        long n = (long)op->attr[0];
+        int ax = (int)op->attr[1];
+        if (x->rank < 1 || ax < 0 || ax >= x->rank || n < 1 ||
+            (op->kind == OP_REPEAT_BWD && x->shape[ax] % n))
+            FAIL("%s: cannot repeat %s %ld times along axis %d", name, shape_str(s0, sizeof s0, x->rank, x->shape),
+                 n, ax);
+        set_out(&rank[0], shape[0], x->rank, x->shape);
+        if (op->kind == OP_REPEAT && __builtin_mul_overflow(shape[0][ax], n, &shape[0][ax]))
+            FAIL("repeat: too large");
+        if (op->kind == OP_REPEAT_BWD)
+            shape[0][ax] /= n;
+        return 0;
+    }
+    case OP_MEAN:
+        if (x->rank < 1)
+            FAIL("mean: needs rank >= 1");
+        set_out(&rank[0], shape[0], x->rank - 1, x->shape);
+        return 0;
+    case OP_NARROW: {
+        long start = (long)op->attr[0], len = (long)op->attr[1];
+        int ax = (int)op->attr[2];
+        if (ax < 0 || ax >= x->rank || start < 0 || len < 1 || start + len > x->shape[ax])
+            FAIL("slice: [%ld, %ld) of axis %d is outside %s", start, start + len, ax,
+                 shape_str(s0, sizeof s0, x->rank, x->shape));
+        set_out(&rank[0], shape[0], x->rank, x->shape);
+        shape[0][ax] = len;
+        return 0;
+    }
+    case OP_SILU: case OP_SIGMOID: case OP_RELU: case OP_TANH: case OP_GELU_ERF:
+    case OP_SILU_BWD: case OP_SIGMOID_BWD: case OP_RELU_BWD: case OP_TANH_BWD: case OP_GELU_ERF_BWD:
     case OP_SCALE: case OP_GELU: case OP_SOFTMAX: case OP_COPY:
     case OP_SOFTMAX_BWD: case OP_GELU_BWD: case OP_CAUSAL_MASK_BWD:
         if (x->rank < 1 && op->kind == OP_SOFTMAX)
@@ -243,6 +318,8 @@ int op_infer(Graph *g, Op *op, int *nout, int rank[], long shape[][IR_MAXRANK], 
     }
     case OP_SPLIT: {
         long parts = (long)op->attr[0];
+        if (op->attr[1] != 0)
+            FAIL("split: axis %g reached the view rule (ir/build.c lowers other axes)", op->attr[1]);
         if (x->rank < 1 || parts < 1 || parts > IR_MAXIO || x->shape[0] % parts)
             FAIL("split: cannot split %s into %ld parts along its first dimension (1..%d parts that divide it)",
                  shape_str(s0, sizeof s0, x->rank, x->shape), parts, IR_MAXIO);
@@ -260,6 +337,8 @@ int op_infer(Graph *g, Op *op, int *nout, int rank[], long shape[][IR_MAXRANK], 
     }
     case OP_SLICE: {
         long start = (long)op->attr[0], len = (long)op->attr[1];
+        if (op->attr[2] != 0)
+            FAIL("slice: axis %g reached the view rule (ir/build.c lowers other axes)", op->attr[2]);
         if (x->rank < 1 || start < 0 || len < 1 || start + len > x->shape[0])
             FAIL("slice: rows [%ld, %ld) are outside %s", start, start + len,
                  shape_str(s0, sizeof s0, x->rank, x->shape));
@@ -348,6 +427,20 @@ double op_flops(const Graph *g, const Op *op)
     }
     case OP_ADD: case OP_SCALE: case OP_COPY: case OP_CAUSAL_MASK: case OP_CAUSAL_MASK_BWD:
         return n;
+    case OP_MUL: case OP_SUB: case OP_RELU: case OP_RELU_BWD: return n;
+    case OP_SILU: case OP_SIGMOID: case OP_TANH: return 5 * n;   /* an exp (or tanh), a divide */
+    case OP_SILU_BWD: case OP_SIGMOID_BWD: case OP_TANH_BWD: return 8 * n;
+    case OP_GELU_ERF: return 10 * n;
+    case OP_GELU_ERF_BWD: return 16 * n;
+    case OP_RMSNORM: return 4 * n;
+    case OP_RMSNORM_BWD: return 8 * (double)T(1)->numel;
+    case OP_ROPE: case OP_ROPE_BWD: return 6 * n;   /* 3 per element, and the angle's cos and sin per pair */
+    case OP_CONCAT: case OP_NARROW: case OP_NARROW_BWD: case OP_REPEAT: return 0;
+    case OP_REPEAT_BWD: case OP_MEAN: return in0;
+    case OP_MEAN_BWD: return n;
+    case OP_SWIGLU: return 6 * n;
+    case OP_SWIGLU_BWD: return 12 * (double)T(1)->numel;
+    case OP_ADD_RMSNORM: return 5 * n;
     case OP_GELU: return 8 * n;
     case OP_GELU_BWD: return 16 * n;
     case OP_LAYERNORM: return 8 * n;
@@ -515,6 +608,11 @@ int op_launches(const Graph *g, const Op *op, size_t ws)
         long C = x->rank ? x->shape[x->rank - 1] : 1, N = x->numel / (C ? C : 1);
         int nout = (op->out[1] >= 0) + (op->out[2] >= 0);
         return (op->out[0] >= 0) + (nout ? colsum_launches(N, C, 2, ws) : 0);
+    }
+    case OP_RMSNORM_BWD: {              /* dw's column sum, then dx (norm_rope_cuda.cu) */
+        const Tensor *x = T(1);
+        long C = x->rank ? x->shape[x->rank - 1] : 1, N = x->numel / (C ? C : 1);
+        return (op->out[0] >= 0) + (op->out[1] >= 0 ? colsum_launches(N, C, 1, ws) : 0);
     }
     case OP_EMBEDDING_BWD:
         return embedding_bwd_launches(T(1)->numel, op->acc, ws);

@@ -23,7 +23,7 @@ static void print_attrs(FILE *f, const Op *op)
     int j = 0;
     while (*s) {
         int list = *s == '[';
-        s += list;
+        s += list || *s == '#';
         size_t len = strcspn(s, ",=");
         fprintf(f, "%s%.*s=", op->nin || j ? ", " : "", (int)len, s);
         if (list) {
@@ -54,6 +54,7 @@ void ir_print(FILE *f, const Graph *g)
     for (int i = 0; i < g->ndims; i++)
         fprintf(f, " %s=%ld", g->dims[i].name, g->dims[i].value);
     fprintf(f, "\n\ntensors (%d):\n", g->nt);
+    const ParamSource **src = psrc_table(g);
     for (int i = 0; i < g->nt; i++) {
         const Tensor *t = &g->t[i];
         fprintf(f, "  %%%d %s: ", i, t->name);
@@ -65,6 +66,7 @@ void ir_print(FILE *f, const Graph *g)
                 fprintf(f, "(%.9g)", t->init_std);
             if (!t->decay)
                 fprintf(f, " nodecay");
+            psrc_print(f, src[i]);
         }
         if (t->view_of >= 0)
             fprintf(f, " view_of=%%%d+%zu", t->view_of, t->view_offset);
@@ -72,6 +74,7 @@ void ir_print(FILE *f, const Graph *g)
             fprintf(f, " grad=%%%d", t->grad);
         fputc('\n', f);
     }
+    free(src);
     fprintf(f, "\nops (%d):\n", g->nops);
     int n = g->nsched ? g->nsched : g->nops;
     for (int k = 0; k < n; k++) {

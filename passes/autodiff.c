@@ -491,6 +491,133 @@ static int sum_over_ranks(AD *ad, int t, int dy)
     return out;
 }
 
+/* ---- issue 22's ops ---- */
+
+/* A new backward tensor shaped like t (not a gradient of anything): the
+ * product or sum a broadcast operand's gradient is reduced from. */
+static int bwd_temp(AD *ad, int t, const char *what)
+{
+    Graph *g = ad->g;
+    char *name = xasprintf("%s.%s", what, ad->name);
+    int v = graph_add_tensor(g, name, DT_F32, g->t[t].rank, g->t[t].shape, TK_ACTGRAD, ad->loc);
+    free(name);
+    return v;
+}
+
+/* c = a * b: da = dy * b (b broadcast as in the forward); db = dy * a,
+ * summed over the broadcast rows when b is smaller */
+static void grad_mul(AD *ad, const Op *op, int dy)
+{
+    Graph *g = ad->g;
+    int a = op->in[0], b = op->in[1];
+    if (NEEDS(0)) {
+        int in[2] = {dy, b};
+        emit1(ad, OP_MUL, in, 2, a, NULL, "bwd.da");
+    }
+    if (NEEDS(1)) {
+        int in[2] = {dy, a};
+        if (g->t[b].numel == g->t[dy].numel) {
+            emit1(ad, OP_MUL, in, 2, b, NULL, "bwd.db");
+        } else {
+            int tmp = bwd_temp(ad, dy, "dyxa");
+            new_op(ad, OP_MUL, in, 2, &tmp, 1, "bwd.dyxa");
+            emit1(ad, OP_REDUCE_ROWS, &tmp, 1, b, NULL, "bwd.db");
+        }
+    }
+}
+
+/* c = a - b: da = dy, db = -dy (summed over broadcast rows) */
+static void grad_sub(AD *ad, const Op *op, int dy)
+{
+    Graph *g = ad->g;
+    int a = op->in[0], b = op->in[1];
+    double neg[4] = {-1};
+    if (NEEDS(0))
+        emit1(ad, OP_COPY, &dy, 1, a, NULL, "bwd");
+    if (NEEDS(1)) {
+        if (g->t[b].numel == g->t[dy].numel) {
+            emit1(ad, OP_SCALE, &dy, 1, b, neg, "bwd.db");
+        } else {
+            int tmp = bwd_temp(ad, b, "sumdy");
+            new_op(ad, OP_REDUCE_ROWS, &dy, 1, &tmp, 1, "bwd.sumdy");
+            emit1(ad, OP_SCALE, &tmp, 1, b, neg, "bwd.db");
+        }
+    }
+}
+
+/* y = f(x) elementwise: dx = f'(x) dy, one EW op <f>_bwd(x, dy) */
+static void grad_unary(AD *ad, const Op *op, int dy)
+{
+    static const OpKind bwd[OP_COUNT] = {
+        [OP_SILU] = OP_SILU_BWD, [OP_SIGMOID] = OP_SIGMOID_BWD, [OP_RELU] = OP_RELU_BWD,
+        [OP_TANH] = OP_TANH_BWD, [OP_GELU_ERF] = OP_GELU_ERF_BWD,
+    };
+    if (NEEDS(0)) {
+        int in[2] = {op->in[0], dy};
+        emit1(ad, bwd[op->kind], in, 2, op->in[0], NULL, "bwd");
+    }
+}
+
+static void grad_rmsnorm(AD *ad, const Op *op, int dy)
+{
+    Graph *g = ad->g;
+    int out[2], acc = 0;
+    for (int i = 0; i < 2; i++) {
+        int a;
+        if (NEEDS(i)) {
+            out[i] = contribute(ad, op->in[i], &a);
+            acc |= a << i;
+        } else {     /* a scratch output the kernel writes and nobody reads */
+            char *name = xasprintf("scratch.%s.%d", ad->name, i);
+            out[i] = graph_add_tensor(g, name, DT_F32, g->t[op->in[i]].rank, g->t[op->in[i]].shape,
+                                      TK_WORKSPACE, ad->loc);
+            free(name);
+        }
+    }
+    int in[4] = {dy, op->in[0], op->in[1], op->out[1]};
+    int id = new_op(ad, OP_RMSNORM_BWD, in, 4, out, 2, "bwd");
+    g->ops[id].acc = acc;
+}
+
+static void grad_rope(AD *ad, const Op *op, int dy)
+{
+    if (NEEDS(0))
+        emit1(ad, OP_ROPE_BWD, &dy, 1, op->in[0], op->attr, "bwd");
+}
+
+/* each input's gradient is its slice of dy */
+static void grad_concat(AD *ad, const Op *op, int dy)
+{
+    Graph *g = ad->g;
+    int ax = (int)op->attr[0];
+    long start = 0;
+    for (int i = 0; i < 2; i++) {
+        long len = g->t[op->in[i]].shape[ax];
+        double at[4] = {(double)start, (double)len, ax};
+        if (NEEDS(i))
+            emit1(ad, OP_NARROW, &dy, 1, op->in[i], at, i ? "bwd.db" : "bwd.da");
+        start += len;
+    }
+}
+
+static void grad_narrow(AD *ad, const Op *op, int dy)
+{
+    if (NEEDS(0))
+        emit1(ad, OP_NARROW_BWD, &dy, 1, op->in[0], op->attr, "bwd");
+}
+
+static void grad_repeat(AD *ad, const Op *op, int dy)
+{
+    if (NEEDS(0))
+        emit1(ad, OP_REPEAT_BWD, &dy, 1, op->in[0], op->attr, "bwd");
+}
+
+static void grad_mean(AD *ad, const Op *op, int dy)
+{
+    if (NEEDS(0))
+        emit1(ad, OP_MEAN_BWD, &dy, 1, op->in[0], NULL, "bwd");
+}
+
 /* views: the gradient of a view is a view of its base's gradient (grad_of) */
 static void grad_view(AD *ad, const Op *op, int dy) { (void)ad; (void)op; (void)dy; }
 
@@ -515,6 +642,29 @@ static void grad_internal(AD *ad, const Op *op, int dy)
 #define RULE_SPLIT grad_view
 #define RULE_SLICE grad_view
 #define RULE_INDEX grad_view
+#define RULE_MUL grad_mul
+#define RULE_SUB grad_sub
+#define RULE_SILU grad_unary
+#define RULE_SIGMOID grad_unary
+#define RULE_RELU grad_unary
+#define RULE_TANH grad_unary
+#define RULE_GELU_ERF grad_unary
+#define RULE_RMSNORM grad_rmsnorm
+#define RULE_ROPE grad_rope
+#define RULE_CONCAT grad_concat
+#define RULE_REPEAT grad_repeat
+#define RULE_MEAN grad_mean
+#define RULE_NARROW grad_narrow
+#define RULE_SILU_BWD grad_internal
+#define RULE_SIGMOID_BWD grad_internal
+#define RULE_RELU_BWD grad_internal
+#define RULE_TANH_BWD grad_internal
+#define RULE_GELU_ERF_BWD grad_internal
+#define RULE_RMSNORM_BWD grad_internal
+#define RULE_ROPE_BWD grad_internal
+#define RULE_NARROW_BWD grad_internal
+#define RULE_REPEAT_BWD grad_internal
+#define RULE_MEAN_BWD grad_internal
 #define RULE_EMBEDDING_BWD grad_internal
 #define RULE_REDUCE_ROWS grad_internal
 #define RULE_LAYERNORM_BWD grad_internal
@@ -538,6 +688,9 @@ static void grad_internal(AD *ad, const Op *op, int dy)
 #define RULE_MATMUL_DGELU grad_internal
 #define RULE_MATMUL_DGELU_BGRAD grad_internal
 #define RULE_ADD_LAYERNORM grad_internal
+#define RULE_ADD_RMSNORM grad_internal
+#define RULE_SWIGLU grad_internal
+#define RULE_SWIGLU_BWD grad_internal
 
 static const GradFn grad_rule[OP_COUNT] = {
 #define OP(E, name, nin, nout, attrs, cls) [OP_##E] = RULE_##E,

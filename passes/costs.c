@@ -15,6 +15,17 @@
  * micro-batch). A step is every scheduled op once, the forward, backward and
  * recompute ops once per micro-batch.
  *
+ * Clipping by the global norm in a program that updates inside its backward
+ * (fused-opt: no gradient outlives its update) costs a norm pass (the
+ * trainer's --grad-clip, runtime/train_main.c): the forward and backward run
+ * once more, their updates replaced by a sum of squares over the gradient
+ * (one read of it: bytes / bandwidth + a launch per update op):
+ *
+ *     norm_pass = sum over fwd, bwd, recompute, comm ops of t + sum over updates of (4n / bw + launch)
+ *
+ * A plain-schedule program keeps every gradient in its grads region, so
+ * clipping costs it one scale of the gradients, not priced (norm_pass 0).
+ *
  * Profiles: the GPUs' numbers are their data-sheet peaks (dense, no
  * sparsity; fp32 on the fp32 units and on TF32 tensor cores), memory the card's, reserve 1.5 GiB for the
  * CUDA context, cuBLAS workspaces and allocator slack. `cpu` is this machine
@@ -104,6 +115,17 @@ double op_cost(const Graph *g, const Op *op, const DeviceProfile *d)
     return (compute > mem ? compute : mem) + d->launch_s;
 }
 
+/* The norm pass's cost of op: op itself, or for an update the sum of
+ * squares over its gradient. */
+static double norm_pass_cost(const Graph *g, const Op *op, double t, const DeviceProfile *d)
+{
+    if (op->phase != PH_OPT)
+        return t;
+    if (op->kind != OP_ADAMW && op->kind != OP_ADAMW_BF16)
+        return 0;
+    return 4.0 * (double)g->t[op->in[1]].numel / d->bandwidth + d->launch_s;
+}
+
 static int runs(const Graph *g, const Op *op)
 {
     return op->phase == PH_OPT || g->micro_batches <= 1 ? 1 : g->micro_batches;
@@ -119,12 +141,15 @@ StepCost fill_costs(const Graph *g, const DeviceProfile *d, double *per_op)
         if (per_op)
             per_op[op->id] = t;
         c.seconds += t * runs(g, op);
+        c.norm_pass_seconds += norm_pass_cost(g, op, t, d) * runs(g, op);
         if (op->phase == PH_RECOMPUTE)
             c.recompute_flops += fl;
         else
             c.flops += fl;
         bf16 |= is_matmul(op) && g->t[op->in[0]].dtype == DT_BF16;
     }
+    if (g->region_bytes[RG_GRADS] > 0)   /* every gradient kept: no norm pass */
+        c.norm_pass_seconds = 0;
     c.peak_flops = d->mm_flops[bf16];
     c.mfu = c.seconds > 0 ? c.flops / c.seconds / c.peak_flops : 0;
     return c;

@@ -36,6 +36,7 @@ int fuse_kind(const char *name)
     static const struct { const char *name; int kind; } kinds[] = {
         {"bias", FUSE_BIAS}, {"attention", FUSE_ATTENTION}, {"classifier", FUSE_CLASSIFIER},
         {"gelu", FUSE_GELU}, {"layernorm", FUSE_LAYERNORM}, {"bgrad", FUSE_BGRAD},
+        {"swiglu", FUSE_SWIGLU},
     };
     for (size_t i = 0; i < sizeof kinds / sizeof kinds[0]; i++)
         if (!strcmp(name, kinds[i].name))

@@ -22,8 +22,15 @@
  *
  * Both targets (runtime/classifier_cpu.c, runtime/cuda/classifier_cuda.cu;
  * with --precision bf16 the chunk is bf16 and rowloss stays fp32 storage,
- * passes/precision.c). The program then exposes no logits tensor, so
- * --sample needs --no-fuse=classifier.
+ * passes/precision.c).
+ *
+ * Sampling (train --sample): the program exposes no logits tensor, so the
+ * op has a sixth output, "<logits>.row": one row of Vp logits (fp32, a
+ * planned arena tensor of Vp*4 bytes, g->sample_logits: live to the end of
+ * the step so the host can read it). A forward run with ctx->sample_row =
+ * r+1 computes only row r's logits there (one 1 x C by C x Vp matmul,
+ * emit_common.c), no loss, no dx or dw: the inference path is the forward
+ * to the final norm, then one row's classifier.
  */
 #include <string.h>
 
@@ -108,7 +115,11 @@ void pass_fuse_classifier(Graph *g, long rows)
     name = xasprintf("%s.rowloss", L->name);
     int rowloss = graph_add_tensor(g, name, DT_F32, 2, rs, TK_ACTIVATION, loc);
     free(name);
-    double saved = 2.0 * (double)g->t[logits].numel - (double)R * (double)Vp - 2.0 * (double)N;
+    long ws[2] = {1, Vp};
+    name = xasprintf("%s.row", L->name);
+    int row = graph_add_tensor(g, name, DT_F32, 2, ws, TK_ACTIVATION, loc);
+    free(name);
+    double saved = 2.0 * (double)g->t[logits].numel - (double)R * (double)Vp - 2.0 * (double)N - (double)Vp;
     for (int k = 0; k < 5; k++)
         g->ops[dead[k]].dead = 1;
     /* the fused op takes the matmul's slot (before everything that reads dx or dw) */
@@ -117,7 +128,9 @@ void pass_fuse_classifier(Graph *g, long rows)
     f->name = xasprintf("%s.classifier", g->t[g->loss].name);
     f->kind = OP_CLASSIFIER;
     f->nin = 3, f->in[0] = x, f->in[1] = w, f->in[2] = targets;
-    f->nout = 5, f->out[0] = g->loss, f->out[1] = dx, f->out[2] = dw, f->out[3] = chunk, f->out[4] = rowloss;
+    f->nout = 6, f->out[0] = g->loss, f->out[1] = dx, f->out[2] = dw, f->out[3] = chunk, f->out[4] = rowloss;
+    f->out[5] = row;
+    g->sample_logits = row;
     f->acc = acc;
     memset(f->attr, 0, sizeof f->attr);
     f->attr[0] = g->ops[ce].attr[0], f->attr[1] = (double)R, f->attr[2] = dseed;
@@ -125,8 +138,8 @@ void pass_fuse_classifier(Graph *g, long rows)
         if (g->t[t].producer >= 0 && g->ops[g->t[t].producer].dead)
             g->t[t].producer = -1;
     g->t[logits].producer = -1;
-    int outs[5] = {g->loss, dx, dw, chunk, rowloss};
-    for (int k = 0; k < 5; k++)
+    int outs[6] = {g->loss, dx, dw, chunk, rowloss, row};
+    for (int k = 0; k < 6; k++)
         if (g->t[outs[k]].producer < 0)
             g->t[outs[k]].producer = mm;
     fuse_note(g, "classifier", saved);

@@ -1,4 +1,5 @@
-/* fuse_layernorm.c — the residual add and the layernorm that reads its sum.
+/* fuse_layernorm.c — the residual add and the layernorm (or rmsnorm) that
+ * reads its sum.
  *
  * The pattern (GPT-2: every block's two residual adds, each followed by the
  * next layernorm, the last one by the final layernorm):
@@ -17,6 +18,9 @@
  *
  * Recompute (recompute.c) clones this op as the plain layernorm of the kept
  * x: the sum is the residual stream, a checkpoint, never recomputed.
+ *
+ * The same for rmsnorm (Llama): x = add(a, b), h, rstd = rmsnorm(x, w)
+ * becomes x, h, rstd = add_rmsnorm(a, b, w).
  * Run after autodiff and the other fusions, before precision.
  */
 #include "passes.h"
@@ -38,7 +42,8 @@ void pass_fuse_layernorm(Graph *g)
             count_writes(g, root, &g->ops[k], writes, 1);
     for (int o = 0; o < nops; o++) {
         const Op *ln = &g->ops[o];
-        if (ln->kind != OP_LAYERNORM || ln->phase != PH_FWD || ln->dead || ln->acc)
+        int rms = ln->kind == OP_RMSNORM;
+        if ((ln->kind != OP_LAYERNORM && !rms) || ln->phase != PH_FWD || ln->dead || ln->acc)
             continue;
         int x = ln->in[0];
         const Tensor *X = &g->t[x];
@@ -59,16 +64,16 @@ void pass_fuse_layernorm(Graph *g)
         Op *f = &g->ops[o];
         count_writes(g, root, f, writes, -1);
         count_writes(g, root, &g->ops[ad], writes, -1);
-        int in[4] = {a->in[0], a->in[1], f->in[1], f->in[2]};
-        int out[4] = {x, f->out[0], f->out[1], f->out[2]};
-        f->kind = OP_ADD_LAYERNORM;
-        f->nin = 4, f->nout = 4;
-        for (int i = 0; i < 4; i++)
+        int in[4] = {a->in[0], a->in[1], f->in[1], rms ? -1 : f->in[2]};
+        int out[4] = {x, f->out[0], f->out[1], rms ? -1 : f->out[2]};
+        f->kind = rms ? OP_ADD_RMSNORM : OP_ADD_LAYERNORM;
+        f->nin = f->nout = rms ? 3 : 4;
+        for (int i = 0; i < f->nin; i++)
             f->in[i] = in[i], f->out[i] = out[i];
         g->t[x].producer = o;
         g->ops[ad].dead = 1;
         count_writes(g, root, f, writes, 1);
-        fuse_note(g, "layernorm", 0);   /* no tensor leaves the plan */
+        fuse_note(g, rms ? "rmsnorm" : "layernorm", 0);   /* no tensor leaves the plan */
     }
     free(writes);
     free(root);

@@ -9,8 +9,8 @@
  *     roots live for the whole schedule [0, nsched-1];
  *   - arena inputs (TK_INPUT) are live from step 0 (the host writes them
  *     before the step runs);
- *   - the loss (and its root) is live until the last step (the host reads it
- *     after the step);
+ *   - the loss and the --sample row (g->sample_logits) are live until the
+ *     last step (the host reads them after the step);
  *   - an arena workspace that no op names (the runtime's scratch, such as the
  *     cuBLASLt workspace) is live for the whole schedule.
  * Tensors that nothing uses keep first = last = -1.
@@ -98,8 +98,10 @@ void fill_liveness(Graph *g)
         else if (t->kind == TK_WORKSPACE && t->first < 0)
             widen(g, i, 0, end);
     }
-    if (g->loss >= 0) {
-        const Tensor *l = &g->t[g->loss];
-        widen(g, g->loss, l->first < 0 ? end : l->first, end);
-    }
+    int out[2] = {g->loss, g->sample_logits};
+    for (int k = 0; k < 2; k++)
+        if (out[k] >= 0) {
+            const Tensor *l = &g->t[out[k]];
+            widen(g, out[k], l->first < 0 ? end : l->first, end);
+        }
 }

@@ -87,10 +87,11 @@ static int inplace_parent(const Graph *g, const int *root, const size_t *roff, c
     if (!is_root(ct) || ct->region != RG_ARENA || ct->kind == TK_INPUT || ct->first != s)
         return -1;
     int loss_root = g->loss >= 0 ? root[g->loss] : -1;
+    int row_root = g->sample_logits >= 0 ? root[g->sample_logits] : -1;
     for (int i = 0; i < op->nin; i++) {
         int r = root[op->in[i]];
         const Tensor *rt = &g->t[r];
-        if (r == c || r == loss_root || rt->region != RG_ARENA || rt->last != s ||
+        if (r == c || r == loss_root || r == row_root || rt->region != RG_ARENA || rt->last != s ||
             !whole_view(g, root, roff, op->in[i], r) || !op_inplace_ok(g, op, i))
             continue;
         int clean = 1;   /* no other input reads part of r */

@@ -43,7 +43,8 @@ enum {
     FUSE_GELU = 8,         /* bias + GELU (fuse_gelu.c) */
     FUSE_LAYERNORM = 16,   /* residual + layernorm (fuse_layernorm.c) */
     FUSE_BGRAD = 32,       /* the fc bias gradient in the dgelu matmul (fuse_bgrad.c) */
-    FUSE_ALL = 63
+    FUSE_SWIGLU = 64,      /* silu(a) * b and its backward (fuse_swiglu.c) */
+    FUSE_ALL = 127
 };
 /* The kind named `name` ("attention", ...), 0 when unknown. */
 int fuse_kind(const char *name);
@@ -87,6 +88,13 @@ void pass_fuse_bgrad(Graph *g);
  * (recompute clones it as the layernorm of the kept x). Run after the
  * other fusions, before precision. */
 void pass_fuse_layernorm(Graph *g);
+
+/* ---------------------------------------------------------------- fuse_swiglu.c */
+
+/* silu(a) * b (a SwiGLU MLP's gate) as one elementwise op, and its backward
+ * as one kernel that recomputes silu(a): s = silu(a) and its gradient leave
+ * the plan. Run after autodiff, before precision. */
+void pass_fuse_swiglu(Graph *g);
 
 /* ---------------------------------------------------------------- precision.c */
 /* --precision bf16: bf16 activations and activation gradients, fp32 master
@@ -152,6 +160,10 @@ typedef struct StepCost {
     double recompute_flops;  /* FLOPs of the recompute ops per step */
     double peak_flops;       /* the matmul peak MFU is measured against */
     double mfu;              /* flops / seconds / peak_flops */
+    double norm_pass_seconds;  /* what --grad-clip adds to a program that updates inside its
+                                  backward (fused-opt): a first forward and backward whose
+                                  updates only add up their gradients' squares (0: the
+                                  program keeps every gradient, plain schedule) */
 } StepCost;
 /* The predicted step of the scheduled graph g on d (fwd, bwd and recompute
  * ops once per micro-batch); per_op[op id] (may be NULL) gets each op's cost.

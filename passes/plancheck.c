@@ -8,11 +8,12 @@
  *      inside the tensor it views, and lives within its root's interval;
  *   3. intervals cover the schedule: each op's inputs and outputs (and the
  *      tensors above them) are live at its step; persistent roots live for the
- *      whole schedule, inputs from step 0, the loss to the last step; no op
+ *      whole schedule, inputs from step 0, the loss and the --sample row
+ *      (g->sample_logits) to the last step; no op
  *      accumulates into arena storage that nothing has written yet;
  *   4. an inplace_of link is one the op at the child's first step allows
  *      (output 0 over an input whose root is the parent, op_inplace_ok, same
- *      offset, parent.last == child.first, never the loss);
+ *      offset, parent.last == child.first, never the loss or the sample row);
  *   5. no two live roots of a region overlap in bytes while their intervals
  *      intersect, except a child and its in-place parent at the handover step
  *      (with --no-reuse: no two arena roots overlap at all);
@@ -265,13 +266,15 @@ static int check_intervals(const Graph *g, const Memo *m, char *err, size_t errl
             return fail(err, errlen, "input %s first live at step %d, not 0", t->name,
                         t->first);
     }
-    if (g->loss >= 0) {
-        size_t off;
-        const Tensor *r = &g->t[top_at(g, m, g->loss, &off)];
-        if (r->last != end)
-            return fail(err, errlen, "loss %s live until step %d, not %d", r->name, r->last,
-                        end);
-    }
+    int out[2] = {g->loss, g->sample_logits};
+    for (int k = 0; k < 2; k++)
+        if (out[k] >= 0) {
+            size_t off;
+            const Tensor *r = &g->t[top_at(g, m, out[k], &off)];
+            if (r->last != end)
+                return fail(err, errlen, "%s %s live until step %d, not %d", k ? "sample row" : "loss", r->name,
+                            r->last, end);
+        }
     return 0;
 }
 
@@ -294,6 +297,7 @@ static int check_inplace(const Graph *g, const Memo *m, char *err, size_t errlen
 {
     size_t off;
     int loss_root = g->loss >= 0 ? top_at(g, m, g->loss, &off) : -1;
+    int row_root = g->sample_logits >= 0 ? top_at(g, m, g->sample_logits, &off) : -1;
     for (int i = 0; i < g->nt; i++) {
         const Tensor *c = &g->t[i];
         if (c->inplace_of < 0)
@@ -307,8 +311,9 @@ static int check_inplace(const Graph *g, const Memo *m, char *err, size_t errlen
             p->region != RG_ARENA)
             return fail(err, errlen, "in place %s over %s: both must be arena roots", c->name,
                         p->name);
-        if (c->inplace_of == loss_root)
-            return fail(err, errlen, "in place %s over the loss %s", c->name, p->name);
+        if (c->inplace_of == loss_root || c->inplace_of == row_root)
+            return fail(err, errlen, "in place %s over the %s %s", c->name,
+                        c->inplace_of == loss_root ? "loss" : "sample row", p->name);
         if (!live(c) || !live(p) || p->last != c->first)
             return fail(err, errlen, "in place %s [%d, %d] over %s [%d, %d]: parent must end "
                         "where the child starts", c->name, c->first, c->last, p->name,

@@ -120,7 +120,7 @@ static int eligible(const Graph *g, const Op *op, const char *cross)
  * below. */
 static int add_layer(const Graph *g, const Op *op)
 {
-    if (op->kind != OP_ADD_LAYERNORM)
+    if (op->kind != OP_ADD_LAYERNORM && op->kind != OP_ADD_RMSNORM)
         return op->layer;
     int l = -1;
     for (int i = 0; i < 2; i++) {
@@ -139,15 +139,15 @@ static int add_layer(const Graph *g, const Op *op)
  * whole. */
 static int ln_only(const Graph *g, const Op *op)
 {
-    return op->kind == OP_ADD_LAYERNORM && add_layer(g, op) != op->layer;
+    return (op->kind == OP_ADD_LAYERNORM || op->kind == OP_ADD_RMSNORM) && add_layer(g, op) != op->layer;
 }
 
 /* The inputs of op's clone (in, returned: their count); see ln_only */
 static int clone_inputs(const Graph *g, const Op *op, int *in)
 {
-    if (ln_only(g, op)) {
-        in[0] = op->out[0], in[1] = op->in[2], in[2] = op->in[3];
-        return 3;
+    if (ln_only(g, op)) {   /* x, w (, bias) */
+        in[0] = op->out[0], in[1] = op->in[2], in[2] = op->nin > 3 ? op->in[3] : -1;
+        return op->nin - 1;
     }
     memcpy(in, op->in, (size_t)op->nin * sizeof *in);
     return op->nin;
@@ -203,10 +203,10 @@ void pass_recompute(Graph *g, const RecomputeChoice *choice, int nlayers)
             Op op = g->ops[o];        /* a copy: adding ops moves g->ops */
             int in[IR_MAXIO], out[IR_MAXIO], kind = op.kind;
             op.nin = clone_inputs(g, &op, in);
-            if (ln_only(g, &op)) {   /* the layernorm alone, of the kept sum */
-                kind = OP_LAYERNORM;
-                memmove(op.out, op.out + 1, 3 * sizeof op.out[0]);
-                op.nout = 3;
+            if (ln_only(g, &op)) {   /* the layernorm (rmsnorm) alone, of the kept sum */
+                kind = op.kind == OP_ADD_RMSNORM ? OP_RMSNORM : OP_LAYERNORM;
+                memmove(op.out, op.out + 1, (size_t)(op.nout - 1) * sizeof op.out[0]);
+                op.nout--;
             }
             for (int i = 0; i < op.nin; i++)
                 in[i] = twin(&rc, in[i]);

@@ -25,6 +25,14 @@
  * layout of their root (tp_axis, tp_outer, tp_inner) for init and
  * checkpoints (runtime/ranks.c cuts and gathers them).
  *
+ * Several column matmuls of one x start one region together (its seeds,
+ * each cut by its own rows): Llama's q, k and v projections, whose parts
+ * meet in the attention, and its gate and up projections, whose parts meet
+ * in silu(gate) * up; parts meet where their layouts agree (same_lay).
+ * Grouped-query attention's repeat of the k/v heads runs on parts when each
+ * rank holds whole kv heads (NKV divisible by K): rank r's kv heads repeat
+ * into exactly its query heads. Rotary embeddings run per head.
+ *
  * A candidate region whose ops cannot run on parts, or whose parameters are
  * also read elsewhere, stays replicated (the classifier's tied wte, for
  * one). Run after ir_build, before autodiff. Returns the regions cut (0:
@@ -34,12 +42,14 @@
 
 #include "passes.h"
 
-enum { MAXLAY = 16, MAXP = 8, MAXM2 = 4, MAXTRY = 64 };
+enum { MAXLAY = 16, MAXP = 8, MAXM2 = 4, MAXTRY = 64, MAXSEED = 4 };
 
 typedef struct Lay { long outer, F, inner; int fixed; } Lay;
 
 typedef struct TpRegion {
-    int m1, x;                   /* the column matmul and its replicated input */
+    int m1, x;                   /* the (first) column matmul and its replicated input */
+    int seed[MAXSEED], nseed;    /* every column matmul of x that starts it (m1 first): q, k and v
+                                    projections, or a gated MLP's gate and up, read one x */
     int *axis, *lay;             /* per tensor: the cut axis (-1: not in the region) and its layout */
     int *ops, nops;              /* the region's ops after m1 (m2s included) */
     int pw[MAXP], paxis[MAXP], play[MAXP], np;   /* parameters read cut: tensor, axis, layout */
@@ -89,6 +99,13 @@ static int add_param(TpRegion *r, int w, int a, int l)
 }
 
 static void mark(TpRegion *r, int t, int a, int l) { r->axis[t] = a, r->lay[t] = l; }
+
+/* tensors t and u are cut alike: the same layout (two seeds' parts meet) */
+static int same_lay(const TpRegion *r, int t, int u)
+{
+    const Lay *a = &r->lays[r->lay[t]], *b = &r->lays[r->lay[u]];
+    return r->lay[t] == r->lay[u] || (a->outer == b->outer && a->F == b->F && a->inner == b->inner);
+}
 
 /* reshape op's output is cut along axis d with layout (outer, F, inner);
  * its target shape's axis d is divided when the region is cut */
@@ -166,9 +183,27 @@ static int through(const Graph *g, Try *ty, const Op *op)
     TpRegion *r = ty->r;
     int x = op->in[0], ax = r->axis[x], rx = g->t[x].rank;
     switch (op->kind) {
-    case OP_SCALE: case OP_GELU:
+    case OP_SCALE: case OP_GELU: case OP_SILU: case OP_SIGMOID: case OP_RELU: case OP_TANH: case OP_GELU_ERF:
         mark(r, op->out[0], ax, r->lay[x]);
         return ax >= 0;
+    case OP_ROPE:                            /* per (row, head): any axis but T and hs */
+        mark(r, op->out[0], ax, r->lay[x]);
+        return ax >= 0 && ax < rx - 2;
+    case OP_REPEAT: {                        /* GQA's k/v heads: along the cut axis, whole slices */
+        int rax = (int)op->attr[1];
+        if (ax < 0)
+            return 0;
+        if (rax != ax) {
+            mark(r, op->out[0], ax, r->lay[x]);
+            return 1;
+        }
+        Lay L = r->lays[r->lay[x]];
+        int l = L.inner == 1 ? new_lay(r, L.outer, L.F * (long)op->attr[0], 1, 1) : -1;
+        if (l < 0)
+            return 0;
+        mark(r, op->out[0], ax, l);
+        return 1;
+    }
     case OP_SOFTMAX:
         mark(r, op->out[0], ax, r->lay[x]);
         return ax >= 0 && ax != rx - 1;
@@ -190,10 +225,10 @@ static int through(const Graph *g, Try *ty, const Op *op)
         return 1;
     case OP_RESHAPE:
         return ax >= 0 && through_reshape(g, ty, op, ax);
-    case OP_ADD: {
+    case OP_ADD: case OP_MUL: case OP_SUB: {
         int y = op->in[1], ay = r->axis[y], ry = g->t[y].rank;
         if (ax >= 0 && ay >= 0) {            /* two parts alike */
-            if (ax - (rx - ry) != ay || r->lay[x] != r->lay[y])
+            if (ax - (rx - ry) != ay || !same_lay(r, x, y))
                 return 0;
         } else if (ax >= 0 && is_param(g, y)) {   /* a bias: cut alike */
             if (ax - (rx - ry) < 0 || !add_param(r, y, ax - (rx - ry), r->lay[x]))
@@ -207,7 +242,7 @@ static int through(const Graph *g, Try *ty, const Op *op)
     case OP_MATMUL: {
         int y = op->in[1], ay = r->axis[y], ta = (int)op->attr[0], tb = (int)op->attr[1];
         if (ax >= 0 && ay >= 0) {            /* batched, cut along a batch axis of both (heads) */
-            if (rx != g->t[y].rank || rx < 3 || ax != ay || ax >= rx - 2 || r->lay[x] != r->lay[y])
+            if (rx != g->t[y].rank || rx < 3 || ax != ay || ax >= rx - 2 || !same_lay(r, x, y))
                 return 0;
             mark(r, op->out[0], ax, r->lay[x]);
             return 1;
@@ -236,14 +271,21 @@ static void region_reset(TpRegion *r, int nt)
 static int grow_region(const Graph *g, Try *ty, int nfwd)
 {
     TpRegion *r = ty->r;
-    const Op *m = &g->ops[r->m1];
     region_reset(r, g->nt);
-    int w = m->in[1], y = m->out[0];
-    int l = new_lay(r, 1, g->t[y].shape[g->t[y].rank - 1], 1, 0);
-    if (g->t[y].shape[g->t[y].rank - 1] % ty->K || !add_param(r, w, 0, l))
-        return 0;
-    mark(r, y, g->t[y].rank - 1, l);
+    for (int s = 0; s < r->nseed; s++) {
+        const Op *m = &g->ops[r->seed[s]];
+        int w = m->in[1], y = m->out[0];
+        int l = new_lay(r, 1, g->t[y].shape[g->t[y].rank - 1], 1, 0);
+        if (l < 0 || g->t[y].shape[g->t[y].rank - 1] % ty->K || !add_param(r, w, 0, l))
+            return 0;
+        mark(r, y, g->t[y].rank - 1, l);
+    }
     for (int o = r->m1 + 1; o < nfwd; o++) {
+        int seed = 0;
+        for (int s = 1; s < r->nseed; s++)
+            seed |= r->seed[s] == o;
+        if (seed)
+            continue;
         const Op *op = &g->ops[o];
         int reads = 0;
         for (int i = 0; i < op->nin; i++)
@@ -303,7 +345,8 @@ static int check_regions(Graph *g, TpRegion *rg, int n, int nfwd)
             if (rg[i].why)
                 continue;
             left++;
-            reader[rg[i].m1] = 1;
+            for (int s = 0; s < rg[i].nseed; s++)
+                reader[rg[i].seed[s]] = 1;
             for (int k = 0; k < rg[i].nops; k++)
                 reader[rg[i].ops[k]] = 1;
             for (int k = 0; k < rg[i].np; k++) {
@@ -342,7 +385,8 @@ static int check_regions(Graph *g, TpRegion *rg, int n, int nfwd)
                 const Op *op = &g->ops[g->t[r->x].consumers[c]];
                 int ok = 0;
                 for (int j = 0; j < n; j++)
-                    ok |= !rg[j].why && rg[j].m1 == op->id;
+                    for (int s = 0; s < rg[j].nseed; s++)
+                        ok |= !rg[j].why && rg[j].seed[s] == op->id;
                 if (!ok)
                     r->why = "its input is also read by ops that are not cut";
             }
@@ -432,7 +476,8 @@ static void cut_regions(Graph *g, TpRegion *rg, int n, int K)
         }
         for (int k = 0; k < r->nrs; k++)      /* reshapes: the cut axis of the target shape */
             g->ops[r->rs_op[k]].list[r->rs_axis[k]] /= K;
-        redo[r->m1] = 1;
+        for (int s = 0; s < r->nseed; s++)
+            redo[r->seed[s]] = 1;
         for (int k = 0; k < r->nops; k++)
             redo[r->ops[k]] = 1;
         g->t[r->x].tp_sum_grad = K;
@@ -465,8 +510,16 @@ int pass_split_tp(Graph *g, int K)
     for (int o = 0; o < nfwd; o++) {
         if (!column_candidate(g, &g->ops[o]))
             continue;
+        int x = g->ops[o].in[0], seen = 0;
+        for (int i = 0; i < n; i++)
+            seen |= rg[i].x == x;
+        if (seen)              /* a seed of the region of x's first column matmul */
+            continue;
         TpRegion *r = &rg[n++];
-        r->m1 = o, r->x = g->ops[o].in[0];
+        r->m1 = o, r->x = x;
+        for (int p = o; p < nfwd && r->nseed < MAXSEED; p++)
+            if (column_candidate(g, &g->ops[p]) && g->ops[p].in[0] == x)
+                r->seed[r->nseed++] = p;
         r->axis = xmalloc((size_t)g->nt * sizeof(int));
         r->lay = xmalloc((size_t)g->nt * sizeof(int));
         r->ops = xmalloc((size_t)nfwd * sizeof(int));

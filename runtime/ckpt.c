@@ -9,95 +9,29 @@
  * but the newest K (state first, then model). --save FILE writes the model
  * file alone after training.
  */
+#define _DEFAULT_SOURCE 1   /* flock */
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "gc_runtime_internal.h"
 
-/* ---------------------------------------------------------------- atomic files */
+/* ---------------------------------------------------------------- files */
 
-typedef struct {
-    const void *p;
-    size_t n;
-} part;
-
-/* GC_CKPT_TEST_DELAY_MS (tests only): sleep this long halfway through each
- * file, so a test can kill the program while it saves. */
-static void test_delay(void)
+/* dir/name, atomically (files.c); a device or FIFO there is refused, never
+ * replaced. On failure dir/name is untouched and no temporary file is left. */
+static int write_atomic(const char *dir, const char *name, const gcrt_part *parts, int nparts, char *err, size_t errlen)
 {
-    const char *s = getenv("GC_CKPT_TEST_DELAY_MS");
-    long ms = s ? strtol(s, NULL, 10) : 0;
-    if (ms > 0) {
-        struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
-        nanosleep(&ts, NULL);
-    }
-}
-
-static int write_all(int fd, const void *p, size_t n)
-{
-    const char *b = p;
-    while (n > 0) {
-        ssize_t w = write(fd, b, n > (1u << 30) ? (1u << 30) : n);
-        if (w < 0 && errno == EINTR)
-            continue;
-        if (w <= 0)
-            return -1;
-        b += w, n -= (size_t)w;
-    }
-    return 0;
-}
-
-static void sync_dir(const char *dir)
-{
-    int fd = open(dir, O_RDONLY);
-    if (fd >= 0) {
-        fsync(fd);
-        close(fd);
-    }
-}
-
-/* Writes the parts to dir/name atomically; on failure dir/name is untouched
- * and no temporary file is left. */
-static int write_atomic(const char *dir, const char *name, const part *parts, int nparts, char *err, size_t errlen)
-{
-    char path[4096], tmp[4200];
+    char path[4096];
     snprintf(path, sizeof path, "%s/%s", dir, name);
-    snprintf(tmp, sizeof tmp, "%s.tmp", path);
-    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    if (fd < 0) {
-        snprintf(err, errlen, "%s: cannot create: %s", tmp, strerror(errno));
-        return -1;
-    }
-    int rc = 0;
-    for (int i = 0; rc == 0 && i < nparts; i++) {
-        size_t half = i == nparts - 1 ? parts[i].n / 2 : parts[i].n;
-        rc = write_all(fd, parts[i].p, half);
-        if (rc == 0 && half < parts[i].n) {
-            test_delay();
-            rc = write_all(fd, (const char *)parts[i].p + half, parts[i].n - half);
-        }
-    }
-    if (rc == 0)
-        rc = fsync(fd);
-    int saved = errno;
-    if (close(fd) != 0 && rc == 0)
-        rc = -1, saved = errno;
-    if (rc == 0 && rename(tmp, path) != 0)
-        rc = -1, saved = errno;
-    if (rc != 0) {
-        unlink(tmp);
-        snprintf(err, errlen, "%s: cannot write: %s", path, strerror(saved));
-        return -1;
-    }
-    sync_dir(dir);
-    return 0;
+    return gcrt_write_file(path, parts, nparts, GCRT_W_TEST_DELAY, err, errlen);
 }
 
 /* ---------------------------------------------------------------- the directory */
@@ -142,7 +76,37 @@ static long list_steps(const char *dir, const char *kind, long long **steps)
     return n;
 }
 
-int gcrt_ckpt_dir_open(const char *dir)
+/* DIR/.lock, locked for the life of the process (the kernel lets go when
+ * it ends, however it ends); it holds the pid of the run, for the message. */
+static int lock_dir(gcrt_run *st, const char *dir)
+{
+    char path[4200], pid[32];
+    snprintf(path, sizeof path, "%s/.lock", dir);
+    int fd = open(path, O_RDWR | O_CREAT | O_NONBLOCK | O_CLOEXEC, 0644);
+    if (fd < 0)
+        return gcrt_errorf("--ckpt-dir %s: cannot create %s: %s", dir, path, strerror(errno));
+    if (flock(fd, LOCK_EX | LOCK_NB) != 0) {
+        int e = errno;
+        ssize_t n = read(fd, pid, sizeof pid - 1);
+        close(fd);
+        pid[n > 0 ? n : 0] = '\0';
+        pid[strcspn(pid, "\n")] = '\0';
+        if (e == EWOULDBLOCK)
+            return gcrt_errorf("--ckpt-dir %s: another run (pid %s) is using it (%s is locked); give each run its "
+                               "own --ckpt-dir", dir, *pid ? pid : "?", path);
+        return gcrt_errorf("--ckpt-dir %s: cannot lock %s: %s", dir, path, strerror(e));
+    }
+    int n = snprintf(pid, sizeof pid, "%ld\n", (long)getpid());
+    if (ftruncate(fd, 0) != 0 || pwrite(fd, pid, (size_t)n, 0) != n) {
+        int e = errno;
+        close(fd);
+        return gcrt_errorf("--ckpt-dir %s: cannot write %s: %s", dir, path, strerror(e));
+    }
+    st->lock_fd = fd;
+    return 0;
+}
+
+static int dir_open_rank0(gcrt_run *st, const char *dir)
 {
     struct stat sb;
     if (stat(dir, &sb) != 0) {
@@ -153,7 +117,26 @@ int gcrt_ckpt_dir_open(const char *dir)
     }
     if (access(dir, W_OK | X_OK) != 0)
         return gcrt_errorf("--ckpt-dir %s: not writable: %s", dir, strerror(errno));
-    return 0;
+    return lock_dir(st, dir);
+}
+
+int gcrt_ckpt_dir_open(gcrt_run *st)
+{
+    int rc = st->ctx.rank == 0 ? dir_open_rank0(st, st->o.ckpt_dir) : 0;
+    if (st->ctx.nranks > 1 && gcrt_group_any(st, rc))   /* the others wait for DIR (and its lock) */
+        return 1;
+    return rc;
+}
+
+long gcrt_ckpt_newest_before(const char *dir, long below)
+{
+    long long *steps;
+    long n = list_steps(dir, "state", &steps), best = 0;
+    for (long i = 0; i < n; i++)
+        if (steps[i] < below)
+            best = (long)steps[i];
+    free(steps);
+    return best;
 }
 
 /* --keep K: all but the newest K checkpoints go, each state file before its
@@ -229,6 +212,16 @@ int gcrt_ckpt_write(gcrt_run *st, long step)
         st->last_ckpt = step;
         return 0;
     }
+    char why[512];               /* a checkpoint is only ever of a run that has not diverged */
+    if (gcrt_check_finite(st->params, p->nparam_elems, p, "the parameters", why, sizeof why) ||
+        gcrt_check_finite(optstate, (long)(nos / 4), NULL, "the optimizer state", why, sizeof why)) {
+        free(optstate);
+        if (st->last_ckpt > 0)
+            return gcrt_errorf("checkpoint step %ld: not written: %s (the run diverged); the previous checkpoint "
+                               "(step %ld in %s) is intact", step, why, st->last_ckpt, dir);
+        return gcrt_errorf("checkpoint step %ld: not written: %s (the run diverged); no earlier checkpoint of this "
+                           "run in %s", step, why, dir);
+    }
     gcrt_state s;
     gcrt_state_init(&s, p);
     s.step = step;
@@ -239,16 +232,27 @@ int gcrt_ckpt_write(gcrt_run *st, long step)
     unsigned char mh[GCRT_HEADER_BYTES], sh[GCRT_HEADER_BYTES];
     gcrt_ckpt_header(mh, p);
     gcrt_state_header(sh, &s, optstate);
-    part model[2] = {{mh, sizeof mh}, {st->params, np}}, state[2] = {{sh, sizeof sh}, {optstate, nos}};
+    gcrt_part model[2] = {{mh, sizeof mh}, {st->params, np}}, state[2] = {{sh, sizeof sh}, {optstate, nos}};
     char mname[64], sname[64], err[4400];
     ckpt_name(mname, sizeof mname, "model", step);
     ckpt_name(sname, sizeof sname, "state", step);
     gcrt_progress_break();
     printf("checkpoint: writing step %ld to %s ...\n", step, dir);
     fflush(stdout);
-    int rc = write_atomic(dir, mname, model, 2, err, sizeof err);
-    if (rc == 0 && (rc = write_atomic(dir, sname, state, 2, err, sizeof err)) != 0) {
-        char path[4200];   /* a model file without its state is no checkpoint: take it back */
+    /* -1: the file is not there (a device or FIFO in its place is left
+     * alone); -2: it is, its directory not synced. A model file without its
+     * state is no checkpoint, and no state may outlive its model: on any
+     * failure what this save renamed into place is taken back. */
+    char path[4200];
+    int rc = write_atomic(dir, mname, model, 2, err, sizeof err), rs = 0;
+    if (rc == 0 && (rs = write_atomic(dir, sname, state, 2, err, sizeof err)) != 0) {
+        if (rs == -2) {
+            snprintf(path, sizeof path, "%s/%s", dir, sname);
+            unlink(path);
+        }
+        rc = rs;
+    }
+    if (rc == -2 || rs != 0) {
         snprintf(path, sizeof path, "%s/%s", dir, mname);
         unlink(path);
     }
@@ -299,6 +303,9 @@ int gcrt_ckpt_resume(gcrt_run *st, int *found)
     st->resume_optstate = s.optstate;   /* zero1-3: this rank's region of the gathered ones */
     if (p->optstate_sharded && st->ctx.nranks > 1)
         st->resume_optstate += (size_t)st->ctx.rank * p->region_bytes[GC_REGION_OPTSTATE];
+    if (st->o.steps > 0 && st->o.steps < s.step)
+        return gcrt_errorf("--resume %s: the checkpoint is of step %lld, past --steps %ld: nothing to do (pass the "
+                           "first run's --steps, or --steps 0 to only load it)", dir, s.step, st->o.steps);
     st->first_step = (long)s.step + 1;
     st->last_ckpt = (long)s.step;
     st->skipped = s.skipped;
@@ -319,6 +326,12 @@ int gcrt_save_final(gcrt_run *st)
     }
     if (st->ctx.rank != 0)                     /* split programs: rank 0 writes */
         return 0;
+    if (gcrt_st_is_save_path(st->o.save)) {     /* safetensors.c */
+        if (gcrt_st_save(st->o.save, p, st->params, st->o.save_bf16, err, sizeof err) != 0)
+            return gcrt_errorf("%s", err);
+        printf("saved %s (safetensors, %s)\n", st->o.save, st->o.save_bf16 ? "BF16" : "F32");
+        return 0;
+    }
     if (gcrt_ckpt_save(st->o.save, p, st->params, err, sizeof err) != 0)
         return gcrt_errorf("%s", err);
     printf("saved %s (%lld bytes)\n", st->o.save, GCRT_HEADER_BYTES + 4LL * p->nparam_elems);

@@ -6,6 +6,7 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -45,22 +46,9 @@ static void wr_i32(unsigned char *p, long v)
         p[i] = (unsigned char)(u >> (8 * i));
 }
 
-/* Opens a regular file for reading and reports its size in bytes. */
 static FILE *open_sized(const char *path, long long *size, char *err, size_t errlen)
 {
-    FILE *f = fopen(path, "rb");
-    if (!f) {
-        fail(err, errlen, "%s: cannot open: %s", path, strerror(errno));
-        return NULL;
-    }
-    struct stat st;
-    if (fstat(fileno(f), &st) != 0 || !S_ISREG(st.st_mode)) {
-        fail(err, errlen, "%s: not a regular file", path);
-        fclose(f);
-        return NULL;
-    }
-    *size = (long long)st.st_size;
-    return f;
+    return gcrt_open_input(path, size, err, errlen);
 }
 
 /* Reads exactly n bytes that start at byte `offset` of the file. */
@@ -329,17 +317,6 @@ int gcrt_ckpt_load(float *params, const gc_program *prog, const char *path,
     return rc;
 }
 
-static char *tmp_name(const char *path)
-{
-    size_t n = strlen(path);
-    char *t = malloc(n + 5);
-    if (t) {
-        memcpy(t, path, n);
-        memcpy(t + n, ".tmp", 5);
-    }
-    return t;
-}
-
 void gcrt_ckpt_header(unsigned char *h, const gc_program *prog)
 {
     long d[6];
@@ -351,81 +328,29 @@ void gcrt_ckpt_header(unsigned char *h, const gc_program *prog)
         wr_i32(h + 8 + 4 * i, d[i]);
 }
 
-/* Header and params into an open file, flushed to the disk. */
-static int write_ckpt(FILE *f, const gc_program *prog, const float *params)
+int gcrt_check_finite(const float *x, long n, const gc_program *prog, const char *what, char *err, size_t errlen)
 {
-    unsigned char h[GCRT_HEADER_BYTES];
-    gcrt_ckpt_header(h, prog);
-    size_t n = (size_t)prog->nparam_elems;
-    if (fwrite(h, 1, sizeof h, f) != sizeof h || fwrite(params, 4, n, f) != n)
-        return -1;
-    if (fflush(f) != 0 || fsync(fileno(f)) != 0)
-        return -1;
-    return 0;
-}
-
-/* Best effort: make the rename itself durable. */
-static void sync_parent_dir(const char *path)
-{
-    const char *slash = strrchr(path, '/');
-    char dir[4096];
-    if (!slash)
-        snprintf(dir, sizeof dir, ".");
-    else if (slash == path)
-        snprintf(dir, sizeof dir, "/");
-    else
-        snprintf(dir, sizeof dir, "%.*s", (int)(slash - path), path);
-    int fd = open(dir, O_RDONLY);
-    if (fd >= 0) {
-        fsync(fd);
-        close(fd);
+    for (long i = 0; i < n; i++) {
+        if (isfinite(x[i]))
+            continue;
+        const char *name = NULL;
+        for (int k = 0; prog && k < prog->nparams; k++)
+            if (i >= prog->params[k].offset && i < prog->params[k].offset + prog->params[k].numel)
+                name = prog->params[k].name;
+        return fail(err, errlen, "%s: element %ld%s%s%s is %s", what, i, name ? " (parameter " : "", name ? name : "",
+                    name ? ")" : "", x[i] != x[i] ? "nan" : "inf");
     }
+    return 0;
 }
 
 int gcrt_ckpt_save(const char *path, const gc_program *prog, const float *params,
                    char *err, size_t errlen)
 {
-    char *tmp = tmp_name(path);
-    if (!tmp)
-        return fail(err, errlen, "%s: out of memory", path);
-    FILE *f = fopen(tmp, "wb");
-    if (!f) {
-        fail(err, errlen, "%s: cannot create %s: %s", path, tmp, strerror(errno));
-        free(tmp);
-        return -1;
-    }
-    int rc = write_ckpt(f, prog, params);
-    int saved = errno;
-    if (fclose(f) != 0 && rc == 0)
-        rc = -1, saved = errno;
-    if (rc == 0 && rename(tmp, path) != 0)
-        rc = -1, saved = errno;
-    if (rc != 0) {
-        remove(tmp);
-        fail(err, errlen, "%s: cannot write checkpoint: %s", path, strerror(saved));
-    } else {
-        sync_parent_dir(path);
-    }
-    free(tmp);
-    return rc;
-}
-
-int gcrt_ckpt_probe(const char *path, char *err, size_t errlen)
-{
-    struct stat st;
-    if (stat(path, &st) == 0 && S_ISDIR(st.st_mode))
-        return fail(err, errlen, "%s: is a directory", path);
-    char *tmp = tmp_name(path);
-    if (!tmp)
-        return fail(err, errlen, "%s: out of memory", path);
-    FILE *f = fopen(tmp, "wb");
-    int rc = 0;
-    if (!f)
-        rc = fail(err, errlen, "%s: cannot create %s: %s", path, tmp, strerror(errno));
-    else {
-        fclose(f);
-        remove(tmp);
-    }
-    free(tmp);
-    return rc;
+    char why[512];
+    if (gcrt_check_finite(params, prog->nparam_elems, prog, "the parameters", why, sizeof why) != 0)
+        return fail(err, errlen, "%s: not written: %s (the run diverged)", path, why);
+    unsigned char h[GCRT_HEADER_BYTES];
+    gcrt_ckpt_header(h, prog);
+    gcrt_part parts[2] = {{h, sizeof h}, {params, (size_t)prog->nparam_elems * 4}};
+    return gcrt_write_file(path, parts, 2, GCRT_W_DEVICES, err, errlen);
 }

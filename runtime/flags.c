@@ -24,7 +24,7 @@ enum {
     OPT_THREADS, OPT_SAMPLE, OPT_PROFILE, OPT_GRADCHECK, OPT_GC_TOL, OPT_GC_H, OPT_HELP, OPT_VERSION,
     OPT_SAVE_EVERY, OPT_CKPT_DIR, OPT_RESUME, OPT_KEEP, OPT_WARMUP, OPT_LR_SCHEDULE, OPT_LR_FINAL_FRAC,
     OPT_GRAD_CLIP, OPT_SKIP_NONFINITE, OPT_SHUFFLE, OPT_NO_PREFETCH, OPT_PRINT_EVERY, OPT_PEAK_FLOPS,
-    OPT_COMM_TIMEOUT
+    OPT_COMM_TIMEOUT, OPT_EVAL_ONLY, OPT_SAVE_DTYPE
 };
 
 static const struct option long_opts[] = {
@@ -34,6 +34,7 @@ static const struct option long_opts[] = {
     {"val-batches", required_argument, 0, OPT_VAL_BATCHES},
     {"init", required_argument, 0, OPT_INIT},
     {"save", required_argument, 0, OPT_SAVE},
+    {"save-dtype", required_argument, 0, OPT_SAVE_DTYPE},
     {"steps", required_argument, 0, OPT_STEPS},
     {"lr", required_argument, 0, OPT_LR},
     {"beta1", required_argument, 0, OPT_BETA1},
@@ -45,6 +46,7 @@ static const struct option long_opts[] = {
     {"threads", required_argument, 0, OPT_THREADS},
     {"sample", required_argument, 0, OPT_SAMPLE},
     {"profile", no_argument, 0, OPT_PROFILE},
+    {"eval-only", no_argument, 0, OPT_EVAL_ONLY},
     {"gradcheck", optional_argument, 0, OPT_GRADCHECK},
     {"gradcheck-tol", required_argument, 0, OPT_GC_TOL},
     {"gradcheck-h", required_argument, 0, OPT_GC_H},
@@ -96,15 +98,19 @@ static void print_help(const char *argv0, const gc_program *p)
            "  --val-data FILE      token shard for validation (default: none)\n"
            "  --val-every N        validate every N steps (default 0: only after the last step)\n"
            "  --val-batches N      batches per validation (default %d, or fewer if the shard holds fewer)\n"
-           "  --init FILE          llm.c checkpoint to start from, version 3 or 5 (default: seeded init)\n"
-           "  --save FILE          write an llm.c checkpoint (version 3) after training\n"
+           "  --init FILE          checkpoint to start from: llm.c's (version 3 or 5) or Hugging Face's\n"
+           "                       safetensors (F32, BF16 or F16 tensors, named by the graph's `from`)\n"
+           "                       (default: seeded init)\n"
+           "  --save FILE          write the parameters after training: FILE.safetensors as safetensors,\n"
+           "                       any other name as an llm.c checkpoint (version 3)\n"
+           "  --save-dtype T       f32 or bf16: the tensors of a safetensors --save (default f32)\n"
            "  --steps N            training steps (default %d); a resumed run stops at the same N\n",
            GCRT_DEFAULT_VAL_BATCHES, DEFAULT_STEPS);
     printf("  --lr X               AdamW learning rate (default %g)\n"
            "  --beta1 X            AdamW beta1 (default %g)\n"
            "  --beta2 X            AdamW beta2 (default %g)\n"
            "  --eps X              AdamW epsilon (default %g)\n"
-           "  --weight-decay X     AdamW weight decay (default %g)\n",
+           "  --weight-decay X     AdamW weight decay (default %g) of the parameters the graph does not mark nodecay\n",
            p->lr, p->beta1, p->beta2, p->eps, p->weight_decay);
     printf("  --warmup N           learning rate rises linearly over the first N steps (default 0)\n"
            "  --lr-schedule S      after the warmup: constant, cosine or linear decay from --lr to\n"
@@ -115,17 +121,19 @@ static void print_help(const char *argv0, const gc_program *p)
            "  --skip-nonfinite     skip the update of a step whose loss or gradient norm is NaN/inf\n"
            "                       (counted in the log) instead of stopping the run\n",
            (p->comm ? p->nupd_grads > 0 : p->region_bytes[GC_REGION_GRADS] >= (size_t)p->nparam_elems * 4)
-               ? "This program keeps all gradients (plain schedule): available"
-               : "Not available in this program: it updates each parameter inside the\n"
-                 "                       backward pass (fused-opt); compile with --schedule plain");
+               ? "This program keeps all gradients (plain schedule): the norm after the backward"
+               : "This program updates each parameter inside the backward (fused-opt):\n"
+                 "                       a norm pass first (forward and backward twice per step)");
     printf("  --ckpt-dir DIR       where checkpoints go (created if missing): model_NNNNNNNN.bin (llm.c)\n"
            "                       + state_NNNNNNNN.bin (AdamW moments, step, data position), atomically;\n"
-           "                       one after the last step, and on SIGINT/SIGTERM (finish the step, save, exit 0)\n"
+           "                       one after the last step, and on SIGINT/SIGTERM (finish the step, save, exit 0);\n"
+           "                       one run per DIR at a time (DIR/.lock)\n"
            "  --save-every N       also a checkpoint every N steps (needs --ckpt-dir)\n"
            "  --keep K             keep only the newest K checkpoints (default: all)\n"
            "  --resume DIR         continue from DIR's newest checkpoint (bit-identical to a run that was\n"
            "                       never stopped); starts at step 1 when DIR holds none (then --init, if\n"
-           "                       given, is used); implies --ckpt-dir DIR unless that is given\n");
+           "                       given, is used); implies --ckpt-dir DIR unless that is given; pass the\n"
+           "                       first run's --steps and --shuffle (--steps 0: only load it)\n");
     printf("  --print-every N      stdout not a terminal: a line every N steps (default 1) and after the\n"
            "                       last step, ms and tok/s the mean since the previous line; a terminal:\n"
            "                       one status line rewritten in place (step, loss and its mean over the\n"
@@ -154,6 +162,9 @@ static void print_help(const char *argv0, const gc_program *p)
            "                       skipped\n"
            "  --threads N          OpenMP/OpenBLAS threads (default: OpenMP's default)\n"
            "  --sample N           after training, generate and print N tokens (default 0)\n"
+           "  --eval-only          instead of training, the mean loss of the model (--init FILE, the newest\n"
+           "                       checkpoint of --resume DIR, else the seeded init) over --val-batches\n"
+           "                       batches of --val-data, printed and logged (eval_loss); then --sample\n"
            "  --profile            time every op (waiting for the device after each) and print\n"
            "                       ms/step, share and GFLOP/s per kernel and shape\n"
            "  --gradcheck[=N]      instead of training, check N gradient elements against\n"
@@ -268,6 +279,11 @@ static int apply_flag(gcrt_options *o, int code, const char *arg)
     case OPT_VAL_DATA: o->val_data = arg; return 0;
     case OPT_INIT: o->init = arg; return 0;
     case OPT_SAVE: o->save = arg; return 0;
+    case OPT_SAVE_DTYPE:
+        if (strcmp(arg, "f32") && strcmp(arg, "bf16"))
+            return gcrt_errorf("--save-dtype: bad value '%s' (expected f32 or bf16)", arg);
+        o->save_bf16 = !strcmp(arg, "bf16");
+        return 0;
     case OPT_LOG: o->log = arg; return 0;
     case OPT_VAL_EVERY: return parse_long(code, arg, 0, BIG, &o->val_every);
     case OPT_VAL_BATCHES: return parse_long(code, arg, 1, BIG, &o->val_batches);
@@ -275,6 +291,7 @@ static int apply_flag(gcrt_options *o, int code, const char *arg)
     case OPT_THREADS: return parse_long(code, arg, 1, 4096, &o->threads);
     case OPT_SAMPLE: return parse_long(code, arg, 0, BIG, &o->sample);
     case OPT_PROFILE: o->profile = 1; return 0;
+    case OPT_EVAL_ONLY: o->eval_only = 1; return 0;
     case OPT_CKPT_DIR: o->ckpt_dir = arg; return 0;
     case OPT_RESUME: o->resume = arg; return 0;
     case OPT_SAVE_EVERY: return parse_long(code, arg, 1, BIG, &o->save_every);
@@ -342,8 +359,14 @@ int gcrt_parse_flags(gcrt_options *o, int argc, char **argv, const gc_program *p
         return gcrt_errorf("unexpected argument '%s' (see --help)", argv[optind]);
     if (o->val_every > 0 && !o->val_data)
         return gcrt_errorf("--val-every needs --val-data");
+    if (o->eval_only && !o->val_data)
+        return gcrt_errorf("--eval-only needs --val-data (the tokens to evaluate on)");
+    if (o->eval_only && o->gradcheck)
+        return gcrt_errorf("--eval-only and --gradcheck exclude each other");
     if (o->resume && !o->ckpt_dir)
         o->ckpt_dir = o->resume;       /* a resumed run goes on saving where it resumed from */
+    if (o->save_bf16 && !(o->save && gcrt_st_is_save_path(o->save)))
+        return gcrt_errorf("--save-dtype bf16 needs --save FILE.safetensors (llm.c checkpoints are fp32)");
     if ((o->save_every || o->keep) && !o->ckpt_dir)
         return gcrt_errorf("--%s needs --ckpt-dir DIR (or --resume DIR)", o->save_every ? "save-every" : "keep");
     return GCRT_PARSE_RUN;

@@ -112,6 +112,46 @@ void gc_causal_mask_fwd(gc_real *out, const gc_real *in, long batch, long T);
 /* dx[b,i,j] (+)= dy[b,i,j] for j <= i, (+)0 above the diagonal. */
 void gc_causal_mask_bwd(gc_real *dx, const gc_real *dy, long batch, long T, int acc);
 
+/* ---------------------------------------------------------------- norm_rope_cpu.c / norm_rope_cuda.cu */
+
+/* out (N, C) = x * rstd * w per row, rstd = 1/sqrt(mean(x^2) + eps) (N,
+ * saved for the backward). */
+void gc_rmsnorm_fwd(gc_real *out, gc_real *rstd, const gc_real *x, const gc_real *w, long N, long C, float eps);
+/* x = ra + rb (the residual add), then gc_rmsnorm_fwd(out, rstd, x, w) in
+ * one pass over the rows (fuse_layernorm.c); x may be ra or rb */
+void gc_add_rmsnorm_fwd(gc_real *x, gc_real *out, gc_real *rstd, const gc_real *ra, const gc_real *rb,
+                        const gc_real *w, long N, long C, float eps);
+/* dx (bit 0) = rstd (g - xhat mean(g xhat)), g = dy w, xhat = x rstd; dw
+ * (bit 1) = column sums of dy xhat; either may be NULL. */
+void gc_rmsnorm_bwd(gc_real *dx, gc_real *dw, const gc_real *dy, const gc_real *x, const gc_real *w,
+                    const gc_real *rstd, long N, long C, int acc);
+/* Rotary embedding of x (batch, T, hs), Hugging Face's rotate-half layout:
+ * with h = hs/2, angle a = t theta^(-2i/hs) for position t and i < h,
+ * y[i] = x[i] cos a - x[i+h] sin a, y[i+h] = x[i+h] cos a + x[i] sin a.
+ * inverse: the opposite rotation (sin -> -sin), the backward. The cos/sin
+ * are computed in double from t, i, theta on every call. */
+void gc_rope(gc_real *y, const gc_real *x, long batch, long T, long hs, double theta, int inverse, int acc);
+/* The backward of h = silu(a) * b (fuse_swiglu.c), n elements: da (bit 0)
+ * = dh b silu'(a), db (bit 1) = dh silu(a), silu recomputed from a. */
+void gc_swiglu_bwd(gc_real *da, gc_real *db, const gc_real *dh, const gc_real *a, const gc_real *b, long n, int acc);
+
+/* ---------------------------------------------------------------- shape_cpu.c / shape_cuda.cu */
+
+/* y (outer, na + nb) = [a (outer, na), b (outer, nb)] row by row */
+void gc_concat(gc_real *y, const gc_real *a, const gc_real *b, long outer, long na, long nb, int acc);
+/* y (outer, len) = x (outer, nx)[:, start : start + len] */
+void gc_narrow(gc_real *y, const gc_real *x, long outer, long nx, long start, long len, int acc);
+/* dx (outer, nx)[:, start : start + len] (+)= dy (outer, len); without acc
+ * the rest of dx is zeroed */
+void gc_narrow_bwd(gc_real *dx, const gc_real *dy, long outer, long nx, long start, long len, int acc);
+/* y (outer, d*n, inner)[o, j*n + r, :] = x (outer, d, inner)[o, j, :] */
+void gc_repeat(gc_real *y, const gc_real *x, long outer, long d, long n, long inner, int acc);
+/* dx[o, j, :] (+)= sum over r < n of dy[o, j*n + r, :] */
+void gc_repeat_bwd(gc_real *dx, const gc_real *dy, long outer, long d, long n, long inner, int acc);
+/* y[r] = mean of x[r, 0:n]; dx[r, j] (+)= dy[r] / n */
+void gc_mean_rows(gc_real *y, const gc_real *x, long rows, long n, int acc);
+void gc_mean_bwd(gc_real *dx, const gc_real *dy, long rows, long n, int acc);
+
 /* loss[0] = mean over n rows of (logsumexp(logits[r,0:V]) - logits[r,targets[r]]),
  * logits rows have Vp >= V columns; columns V..Vp-1 are ignored (padding).
  * A target outside [0,V) is a runtime error. */
@@ -151,6 +191,12 @@ void gc_adamw_multi(const gc_adamw_tensor *u, int n, float lr, float beta1, floa
  * step's global norm; the trainer resets the total before the step and
  * reads it (one wait) after. */
 void gc_update_sumsq(const gc_adamw_tensor *u, int n);
+struct gc_ctx;
+/* (grad_norm.c) The update of u[0..n) as the emitted step calls it after
+ * gc_update_sumsq: nothing in a norm pass (ctx->norm_pass), else the
+ * gradients multiplied by ctx->grad_scale when it is neither 0 nor 1 (the
+ * clipping factor, --grad-clip), then gc_adamw_multi. */
+void gc_update_apply(const gc_adamw_tensor *u, int n, const struct gc_ctx *ctx);
 
 /* Fill `bytes` bytes at p with quiet NaNs (debug builds: end of a lifetime). */
 void gc_poison(void *p, size_t bytes);
@@ -293,6 +339,24 @@ typedef struct {
     long local_offset;
     int tp_axis;
     long tp_outer, tp_inner;
+    /* its tensors in a safetensors checkpoint (safetensors.c; the graph's
+     * `from`, docs/checkpoints.md): st_layers 0: one tensor, named st_pre,
+     * holding the whole parameter; else st_layers tensors, tensor l named
+     * st_pre + l + st_post, holding index l of axis 0. One tensor has
+     * st_rank axes: st_pshape as the parameter holds it, st_shape as the
+     * file does (st_transposed: the file holds the matrix transposed); a
+     * stored axis shorter than the parameter's fills its leading part (the
+     * rest is zero on load and not saved). st_where: the parameter's
+     * "file:line:col" in the graph. st_alts: st_nalts more names (pre,
+     * post pairs, laid out as st_pre/st_post) tried in turn when a file
+     * lacks the first; saves use the first. */
+    const char *st_pre, *st_post;
+    long st_layers;
+    int st_transposed, st_rank;
+    long st_pshape[8], st_shape[8];
+    const char *st_where;
+    int st_nalts;
+    const char *const *st_alts;
 } gc_param_info;
 
 /* What a run of the step sees. gc_main fills it; the emitted step reads it. */
@@ -311,6 +375,12 @@ typedef struct gc_ctx {
     int gnorm_sq;                /* when set, each update adds its gradients' sum of squares to the
                                     device total (gc_update_sumsq; the trainer's norm in fused-opt
                                     programs) */
+    int norm_pass;               /* 1: the updates only add up gnorm_sq, nothing is updated (the
+                                    first of a clipped fused-opt step's two passes) */
+    float grad_scale;            /* 0 or 1: none; else each update's gradient is multiplied by it
+                                    first (the clipping factor of a fused-opt step's second pass) */
+    long sample_row;             /* 0: training; r+1: a forward for --sample, the fused classifier
+                                    computing only row r's logits (gc_program.sample_off) */
 } gc_ctx;
 
 /* --profile: the emitted step calls GC_PROF(ctx, -1) on entry and
@@ -352,7 +422,12 @@ typedef struct gc_program {
     size_t region_bytes[GC_NREGIONS];
     /* byte offsets in the arena of the step's inputs and outputs */
     size_t tokens_off, targets_off, loss_off, logits_off;
-    long logits_cols;             /* Vp: row length of the logits tensor */
+    long logits_cols;             /* Vp: row length of the logits tensor (0: none) */
+    /* the fused classifier's --sample row (fp32, sample_cols = Vp values at
+     * arena byte sample_off), written by a forward run with ctx->sample_row
+     * set; sample_cols 0: none */
+    size_t sample_off;
+    long sample_cols;
     double flops_per_step;        /* forward + backward + optimizer (model FLOPs: recompute not counted) */
     size_t device_reserve_bytes;  /* device memory needed beyond the regions (CUDA context, kernel images, cuBLASLt) */
     /* optimizer defaults from the graph's `optimizer` statement */

@@ -176,15 +176,65 @@ void gcrt_shard_close(gcrt_shard *s);
  * against prog and the exact file size. */
 int gcrt_ckpt_load(float *params, const gc_program *prog, const char *path,
                    char *err, size_t errlen);
-/* Writes version 3 atomically: path.tmp, fsync, rename. On failure nothing
- * is left behind (neither path.tmp nor a partial path). */
+/* Writes version 3 with gcrt_write_file (atomically; a device in place).
+ * Refuses parameters that are not finite (nothing written). */
 int gcrt_ckpt_save(const char *path, const gc_program *prog, const float *params,
                    char *err, size_t errlen);
 /* The version-3 header of prog's model file (GCRT_HEADER_BYTES bytes). */
 void gcrt_ckpt_header(unsigned char *h, const gc_program *prog);
-/* Checks early that path.tmp can be created (then removes it), so a bad
- * --save path fails before training rather than after. */
-int gcrt_ckpt_probe(const char *path, char *err, size_t errlen);
+/* -1 with "WHAT: element i (parameter NAME) is nan" in err when one of the
+ * n floats is not finite; params: names the parameter (else a flat index). */
+int gcrt_check_finite(const float *x, long n, const gc_program *params, const char *what, char *err, size_t errlen);
+
+/* ---------------------------------------------------------------- files.c */
+/* Opens a regular file for reading without blocking in open() (a FIFO is
+ * refused, not waited on) and reports its size; NULL with "PATH: why". */
+FILE *gcrt_open_input(const char *path, long long *size, char *err, size_t errlen);
+/* How an output path is written: GCRT_OUT_REPLACE (absent or a regular
+ * file: atomically), GCRT_OUT_THROUGH (an existing device, when `devices`:
+ * in place, never renamed over), or -1 with "PATH: cannot write: it is a
+ * FIFO, ..." in err (a directory, FIFO, socket; a device without `devices`). */
+enum { GCRT_OUT_REPLACE, GCRT_OUT_THROUGH };
+int gcrt_output_kind(const char *path, int devices, char *err, size_t errlen);
+typedef struct {
+    const void *p;
+    size_t n;
+} gcrt_part;
+/* GCRT_W_DEVICES: an existing device is written in place (else refused);
+ * GCRT_W_TEST_DELAY: GC_CKPT_TEST_DELAY_MS pauses halfway through the last part. */
+enum { GCRT_W_DEVICES = 1, GCRT_W_TEST_DELAY = 2 };
+/* Writes the parts to path: atomically (path.tmp created afresh, written,
+ * fsynced, closed, renamed over path, the directory fsynced), or in place
+ * on a device. 0; or -1 with "PATH: cannot write: why": then path holds its
+ * old contents and no path.tmp is left; or -2 when only the final fsync of
+ * the directory failed ("written, but syncing its directory failed"): path
+ * is the complete new file, its durability unknown. */
+int gcrt_write_file(const char *path, const gcrt_part *parts, int nparts, int flags, char *err, size_t errlen);
+/* Checks early that path can be written (creates and removes path.tmp;
+ * a device passes, a FIFO or directory does not), so a bad --save fails
+ * before training rather than after. */
+int gcrt_output_probe(const char *path, char *err, size_t errlen);
+
+/* ---------------------------------------------------------------- safetensors.c */
+/* Hugging Face safetensors checkpoints (docs/checkpoints.md); which tensor
+ * holds which parameter comes from prog->params[].st_*. */
+/* --init: a name ending in .safetensors, or a regular file whose first 8
+ * bytes are a header length within the limit followed by '{'. */
+int gcrt_st_is_file(const char *path);
+/* --save: a name ending in .safetensors. */
+int gcrt_st_is_save_path(const char *path);
+/* Checks the whole header (every entry, every range against the file size,
+ * no duplicate names, no overlaps or gaps), then that every tensor the
+ * program names is there with its shape and an F32, BF16 or F16 dtype, then
+ * reads them into params (host, nparam_elems floats, widened to fp32; what a
+ * smaller stored shape leaves out is zero). info (may be NULL) gets a
+ * one-line account of what was read. */
+int gcrt_st_load(float *params, const gc_program *prog, const char *path, char *info, size_t infolen,
+                 char *err, size_t errlen);
+/* Writes every parameter's tensors as F32 (bf16: BF16, rounded to nearest
+ * even) atomically: path.tmp, fsync, rename; on failure nothing is left. */
+int gcrt_st_save(const char *path, const gc_program *prog, const float *params, int bf16, char *err,
+                 size_t errlen);
 
 /* ---------------------------------------------------------------- ranks.c */
 /* Rank `rank` of `nranks`'s part (BT tokens) of the next global batch of
@@ -210,10 +260,12 @@ enum {
     GCRT_ST_DATA_EPOCH, GCRT_ST_DATA_POS,
     GCRT_ST_DATA_RNG,                   /* 4 slots: xoshiro256** state */
     GCRT_ST_SKIPPED = GCRT_ST_DATA_RNG + 4, GCRT_ST_PAYLOAD_SUM,
+    GCRT_ST_FLAGS,                      /* GCRT_STF_*: how the run read its data */
     GCRT_ST_HEADER_SUM = 127            /* checksum of slots 0..126 */
 };
 #define GCRT_STATE_MAGIC 0x3145544154534347ull   /* "GCSTATE1" */
 #define GCRT_STATE_VERSION 1
+enum { GCRT_STF_SHUFFLE = 1 };          /* slot GCRT_ST_FLAGS: the run had --shuffle */
 
 typedef struct {
     long long step;                /* steps completed */
@@ -226,6 +278,7 @@ typedef struct {
     long long data_epoch, data_pos;
     uint64_t data_rng[4];
     long long skipped;             /* steps skipped as non-finite so far */
+    uint64_t flags;                /* GCRT_STF_* */
     const unsigned char *optstate; /* parse: points into the buffer parsed */
 } gcrt_state;
 
@@ -256,6 +309,7 @@ enum { GCRT_DEFAULT_VAL_BATCHES = 8, GCRT_AVG_STEPS = 20 };   /* GCRT_AVG_STEPS:
 /* Everything the command line sets. */
 typedef struct {
     const char *data, *val_data, *init, *save, *log;
+    int save_bf16;                   /* --save-dtype bf16 (safetensors saves) */
     long steps, val_every, val_batches, threads, sample, gradcheck;
     const char *ckpt_dir, *resume;   /* --ckpt-dir, --resume */
     long save_every, keep;
@@ -266,6 +320,7 @@ typedef struct {
     double comm_timeout;             /* --comm-timeout S: split programs' collective watchdog (0: off) */
     int shuffle, no_prefetch;        /* --shuffle, --no-prefetch */
     int profile;
+    int eval_only;                   /* --eval-only: validate the loaded model, no training */
     long print_every;                /* --print-every N; 0: not given (1 off a terminal) */
     double peak_flops;               /* --peak-flops X (FLOP/s); 0: the device's or compiled-in */
     unsigned long long seed;
@@ -295,6 +350,8 @@ typedef struct {
     gcrt_shard val;
     int have_val;
     FILE *log;
+    int log_errno;                 /* the first failed write or flush of the log (0: none) */
+    int lock_fd;                   /* --ckpt-dir's DIR/.lock, held while the run lasts (-1: none) */
     double *prof;                  /* --profile: seconds per category over steps 2.. */
     long first_step;               /* 1, or the step after the checkpoint resumed */
     long last_ckpt;                /* step of the newest checkpoint in --ckpt-dir, 0: none */
@@ -368,6 +425,11 @@ int gcrt_progress_start(gcrt_run *st);
 /* The progress of one step (the status line, or a plain line when due) and
  * its JSONL record. */
 void gcrt_report_step(gcrt_run *st, const gcrt_step_info *si);
+/* Flushes --log; the first failure's errno stays in st->log_errno. */
+void gcrt_log_flush(gcrt_run *st);
+/* Flushes and closes --log (if open): 0, or 1 after "error: LOG: cannot
+ * write the log: why" when any write, flush or the close failed. */
+int gcrt_log_close(gcrt_run *st);
 /* (status_line.c) Clears the status line, if one is on the terminal, so
  * that a message can be printed on a line of its own (the next step draws
  * it again). */
@@ -380,16 +442,28 @@ void gcrt_progress_free(gcrt_run *st);
 /* The --profile table: categories by time, largest first. */
 void gcrt_print_profile(const gcrt_run *st, long nsteps, double step_ms);
 
+/* A step of a fused-opt program under --grad-clip: a norm pass, the global
+ * norm (group_sum over ranks, NULL for one process), then the updates scaled
+ * by the clipping factor; fills si->loss, gnorm, skipped. */
+void gcrt_clipped_fused_step(gcrt_run *st, gcrt_step_info *si, double (*group_sum)(gcrt_run *, double));
+
 /* ---------------------------------------------------------------- split_step.c */
 /* One training step of a split program (st->ctx.nranks > 1) on the batch in
  * st->inputs/targets, every rank taking the same decisions: with
  * prog->upd_grads (plain schedule) the global gradient norm over ranks
  * first, then --skip-nonfinite and --grad-clip as one process does; else
  * (fused-opt) --skip-nonfinite on the mean forward loss and, under --log,
- * the norm the updates add up. */
+ * the norm the updates add up; with --grad-clip a norm pass first
+ * (gcrt_clipped_fused_step). */
 void gcrt_split_step(gcrt_run *st, gcrt_step_info *si);
 /* 1 on every rank when v is non-zero on some rank (v itself when not split). */
 int gcrt_group_any(gcrt_run *st, int v);
+/* After a step, what every rank agrees on: *stop becomes the signal that
+ * stops the run (this rank's own; else SIGTERM when some rank got one that
+ * is not SIGINT; else SIGINT when some rank got SIGINT; 0: none), and
+ * *log_bad 1 when some rank (rank 0: it logs) could not write the log.
+ * One collective; nothing changes when not split. */
+void gcrt_group_stop(gcrt_run *st, int *stop, int *log_bad);
 
 /* ---------------------------------------------------------------- status_line.c */
 /* Draws line[0..n) as the terminal's status line ("\r", the text, cleared to
@@ -433,9 +507,14 @@ void gcrt_data_position(const gcrt_run *st, gcrt_state *s);
 int gcrt_data_seek(gcrt_run *st, const gcrt_state *s);
 
 /* ---------------------------------------------------------------- ckpt.c */
-/* --ckpt-dir: creates DIR (one level) if needed and checks that it is
- * writable; 0 or exit status 1. */
-int gcrt_ckpt_dir_open(const char *dir);
+/* --ckpt-dir: rank 0 creates DIR (one level) if needed, checks that it is
+ * writable and locks DIR/.lock (flock, held until exit: a second run on the
+ * same DIR is refused); every rank of a split program waits for that, so
+ * none reads DIR before it exists. 0 or exit status 1. */
+int gcrt_ckpt_dir_open(gcrt_run *st);
+/* The newest checkpoint (state file) in dir whose step is below `below`;
+ * 0 when there is none. */
+long gcrt_ckpt_newest_before(const char *dir, long below);
 /* Writes the checkpoint of `step` (model + state, atomically) into
  * --ckpt-dir and applies --keep; 0 or exit status 1 (the previous
  * checkpoint is then intact, and the message says so). */

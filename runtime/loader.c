@@ -313,6 +313,7 @@ void gcrt_data_position(const gcrt_run *st, gcrt_state *s)
     gcrt_rng_seed(&r, st->o.seed ^ (uint64_t)st->data_epoch * 0x9E3779B97F4A7C15ull, GCRT_STREAM_DATA);
     s->data_epoch = st->data_epoch;
     s->data_pos = st->data_k;
+    s->flags = st->o.shuffle ? GCRT_STF_SHUFFLE : 0;
     memcpy(s->data_rng, r.s, sizeof s->data_rng);
 }
 
@@ -324,6 +325,10 @@ int gcrt_data_seek(gcrt_run *st, const gcrt_state *s)
         return gcrt_errorf("resume: the checkpoint's data position (batch %lld of epoch %lld) lies past this "
                            "data's %ld batches per epoch; resume with the --data it was trained on",
                            s->data_pos, s->data_epoch, total);
+    if (!(s->flags & GCRT_STF_SHUFFLE) != !L->shuffle)
+        return gcrt_errorf("resume: the checkpoint was written by a run %s --shuffle, this run is %s it (another "
+                           "data order); resume %s --shuffle", L->shuffle ? "without" : "with",
+                           L->shuffle ? "with" : "without", L->shuffle ? "without" : "with");
     gcrt_rng r;
     gcrt_rng_seed(&r, st->o.seed ^ (uint64_t)s->data_epoch * 0x9E3779B97F4A7C15ull, GCRT_STREAM_DATA);
     if (L->shuffle && memcmp(r.s, s->data_rng, sizeof r.s) != 0)

@@ -7,6 +7,7 @@
  * first (gcrt_progress_break) and the next step draws it again. Otherwise plain lines, llm.c style, every --print-every steps.
  */
 #define _DEFAULT_SOURCE 1   /* TIOCGWINSZ */
+#include <errno.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -272,7 +273,26 @@ static void log_step(gcrt_run *st, const gcrt_step_info *si)
     if (si->skipped)
         fprintf(st->log, ",\"skipped\":true,\"skipped_total\":%lld", st->skipped);
     fputs("}\n", st->log);
-    fflush(st->log);
+    gcrt_log_flush(st);
+}
+
+void gcrt_log_flush(gcrt_run *st)
+{
+    errno = 0;
+    if ((fflush(st->log) != 0 || ferror(st->log)) && !st->log_errno)
+        st->log_errno = errno ? errno : EIO;
+}
+
+int gcrt_log_close(gcrt_run *st)
+{
+    if (!st->log)
+        return 0;
+    gcrt_log_flush(st);
+    errno = 0;
+    if (fclose(st->log) != 0 && !st->log_errno)
+        st->log_errno = errno ? errno : EIO;
+    st->log = NULL;
+    return st->log_errno ? gcrt_errorf("%s: cannot write the log: %s", st->o.log, strerror(st->log_errno)) : 0;
 }
 
 void gcrt_report_step(gcrt_run *st, const gcrt_step_info *si)

@@ -52,6 +52,22 @@ void gcrt_params_from_shards(const gc_program *p, const float *shards, float *wh
     }
 }
 
+/* A program that is not split, started as one of several ranks (mpirun -np
+ * N): every copy would train alone and write the same files. The
+ * launchers say so in the environment (Open MPI; MPICH and Intel MPI's Hydra). */
+static int launched_as_ranks(void)
+{
+    static const char *const vars[] = {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE"};
+    for (int i = 0; i < 2; i++) {
+        const char *v = getenv(vars[i]);
+        long n = v ? strtol(v, NULL, 10) : 0;
+        if (n > 1)
+            return gcrt_errorf("this program is not split over ranks (compiled without --gpus N) but runs as one of "
+                               "%ld (%s=%s): start it as one process, or compile it with --gpus %ld", n, vars[i], v, n);
+    }
+    return 0;
+}
+
 int gcrt_join_group(gcrt_run *st)
 {
     const gc_program *p = st->prog;
@@ -59,7 +75,7 @@ int gcrt_join_group(gcrt_run *st)
     st->ctx.rank = 0, st->ctx.nranks = 1;
     st->ctx.tp_rank = st->ctx.dp_rank = 0;
     if (!p->comm)
-        return 0;
+        return launched_as_ranks();
     if (p->comm->init(&st->ctx.rank, &st->ctx.nranks, err, sizeof err) != 0)
         return gcrt_errorf("%s", err);
     if (st->ctx.rank != 0 && !freopen("/dev/null", "w", stdout))

@@ -1,5 +1,13 @@
 /* sample.c — --sample: generates tokens from the trained model, one forward
- * pass per token with a sliding window of T tokens.
+ * pass per token with a sliding window of T tokens (no KV cache).
+ *
+ * Where the logits come from: a program with a [B, T, Vp] logits tensor
+ * (classifier not fused) leaves them in the arena after a forward, and the
+ * row of the last position is read. A program whose classifier is fused
+ * never stores them; its forward run with ctx.sample_row = pos (1-based)
+ * computes the final norm's row pos-1 times the classifier into its planned
+ * sample row (gc_program.sample_off, Vp fp32 values) instead of the loss
+ * and the gradients (passes/fuse_classifier.c).
  */
 #include <math.h>
 #include <stdio.h>
@@ -63,7 +71,8 @@ static void emit_token(long tok, long i, int byte_level)
 int gcrt_sample(gcrt_run *st)
 {
     const gc_program *p = st->prog;
-    long T = p->T, V = p->V, cols = p->logits_cols;
+    int fused = p->logits_cols < p->V;   /* no logits tensor: the fused classifier's sample row */
+    long T = p->T, V = p->V, cols = fused ? p->sample_cols : p->logits_cols;
     int byte_level = V <= 256;
     char *arena = st->ctx.region[GC_REGION_ARENA];
     float *row = malloc((size_t)cols * sizeof *row);
@@ -78,10 +87,15 @@ int gcrt_sample(gcrt_run *st)
     printf("--- sample: %ld tokens, seed %llu ---\n", st->o.sample, st->o.seed);
     for (long i = 0; i < st->o.sample; i++) {
         gcrt_upload_batch(st);
+        st->ctx.sample_row = fused ? pos : 0;
         p->run(&st->ctx, GC_PHASE_FWD);
+        st->ctx.sample_row = 0;
         gc_device_sync();
-        download_floats(p, row, arena + p->logits_off + (size_t)(pos - 1) * (size_t)cols * (p->bf16 ? 2 : 4),
-                        (size_t)cols);
+        if (fused)
+            gc_device_download(row, arena + p->sample_off, (size_t)cols * sizeof *row);
+        else
+            download_floats(p, row, arena + p->logits_off + (size_t)(pos - 1) * (size_t)cols * (p->bf16 ? 2 : 4),
+                            (size_t)cols);
         long tok = draw(row, V, &r);
         if (tok < 0) {
             free(row);

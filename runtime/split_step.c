@@ -17,6 +17,7 @@
  * updates apply the same rule under fused-opt).
  */
 #include <math.h>
+#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -48,6 +49,20 @@ int gcrt_group_any(gcrt_run *st, int v)
     if (st->ctx.nranks <= 1)
         return v;
     return group_sum(st, v ? 1.0 : 0.0) > 0;
+}
+
+void gcrt_group_stop(gcrt_run *st, int *stop, int *log_bad)
+{
+    int n = st->ctx.nranks;
+    if (n <= 1)
+        return;
+    /* one sum: every count stays below n + 1, so base n + 1 keeps them apart */
+    double base = n + 1, mine = (*stop == SIGINT) + base * (*stop && *stop != SIGINT) + base * base * (*log_bad != 0);
+    long sum = (long)group_sum(st, mine);
+    long ints = sum % (long)base, terms = sum / (long)base % (long)base, logs = sum / (long)(base * base);
+    if (!*stop)
+        *stop = terms ? SIGTERM : ints ? SIGINT : 0;
+    *log_bad = logs > 0;
 }
 
 /* This rank's share of the squared global norm of the gradients the updates
@@ -97,6 +112,10 @@ static void step_norm_first(gcrt_run *st, gcrt_step_info *si)
 static void step_fused(gcrt_run *st, gcrt_step_info *si)
 {
     const gc_program *p = st->prog;
+    if (st->o.grad_clip > 0) {   /* a norm pass first, the norm summed over ranks */
+        gcrt_clipped_fused_step(st, si, group_sum);
+        return;
+    }
     st->ctx.gnorm_sq = st->o.log != NULL;   /* --log is given to every rank (rank 0 writes it) */
     if (st->ctx.gnorm_sq)
         gc_device_sumsq_reset();

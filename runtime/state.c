@@ -99,6 +99,7 @@ void gcrt_state_header(unsigned char *h, const gcrt_state *s, const void *optsta
     for (int i = 0; i < 4; i++)
         wr_u64(h + 8 * (GCRT_ST_DATA_RNG + i), s->data_rng[i]);
     wr_u64(h + 8 * GCRT_ST_SKIPPED, (uint64_t)s->skipped);
+    wr_u64(h + 8 * GCRT_ST_FLAGS, s->flags);
     wr_u64(h + 8 * GCRT_ST_PAYLOAD_SUM, gcrt_checksum(0, optstate, s->optstate_bytes));
     wr_u64(h + 8 * GCRT_ST_HEADER_SUM, gcrt_checksum(0, h, 8 * GCRT_ST_HEADER_SUM));
 }
@@ -154,6 +155,10 @@ int gcrt_state_parse(const void *buf, size_t len, const char *name, gcrt_state *
     s->hash = rd_u64(h + 8 * GCRT_ST_HASH);
     s->params_sum = rd_u64(h + 8 * GCRT_ST_PARAMS_SUM);
     s->seed = rd_u64(h + 8 * GCRT_ST_SEED);
+    s->flags = rd_u64(h + 8 * GCRT_ST_FLAGS);
+    if (s->flags & ~(uint64_t)GCRT_STF_SHUFFLE)
+        return fail(err, errlen, "%s: offset %d: unknown flags %llx", name, 8 * GCRT_ST_FLAGS,
+                    (unsigned long long)s->flags);
     for (int i = 0; i < 4; i++)
         s->data_rng[i] = rd_u64(h + 8 * (GCRT_ST_DATA_RNG + i));
     s->optstate_bytes = rd_u64(h + 8 * GCRT_ST_OPTSTATE_BYTES);
@@ -194,15 +199,11 @@ int gcrt_state_check(const gcrt_state *s, const gc_program *p, const char *name,
 int gcrt_state_read(const char *path, void **buf, gcrt_state *s, char *err, size_t errlen)
 {
     *buf = NULL;
-    FILE *f = fopen(path, "rb");
+    long long size;
+    FILE *f = gcrt_open_input(path, &size, err, errlen);
     if (!f)
-        return fail(err, errlen, "%s: cannot open: %s", path, strerror(errno));
-    struct stat sb;
-    if (fstat(fileno(f), &sb) != 0 || !S_ISREG(sb.st_mode)) {
-        fclose(f);
-        return fail(err, errlen, "%s: not a regular file", path);
-    }
-    size_t len = (size_t)sb.st_size;
+        return -1;
+    size_t len = (size_t)size;
     unsigned char *b = malloc(len ? len : 1);
     if (!b) {
         fclose(f);

@@ -16,6 +16,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 #ifdef _OPENMP
 #include <omp.h>
 #endif
@@ -62,12 +63,11 @@ static int check_program(const gc_program *p, const gcrt_options *o)
     if (!in_region(p->tokens_off, 4 * bt, arena) || !in_region(p->targets_off, 4 * bt, arena) ||
         !in_region(p->loss_off, 4, arena))
         return gcrt_errorf("internal: tokens, targets or loss lie outside the arena (%zu bytes)", arena);
-    if (o->sample > 0 && (p->logits_cols < p->V || !in_region(p->logits_off, (p->bf16 ? 2 : 4) * bt * (double)p->logits_cols, arena)))
-        return gcrt_errorf("--sample: this program exposes no [B, T, %ld] logits tensor in its arena", p->V);
-    if (o->grad_clip > 0 && !has_grads(p) && !p->nupd_grads)
-        return gcrt_errorf("--grad-clip: this program updates each parameter inside the backward pass (fused-opt "
-                           "schedule), before the global gradient norm is known; compile it with --schedule plain "
-                           "(docs/training.md: its memory cost)");
+    int logits = p->logits_cols >= p->V && in_region(p->logits_off, (p->bf16 ? 2 : 4) * bt * (double)p->logits_cols, arena);
+    int row = p->sample_cols >= p->V && in_region(p->sample_off, 4.0 * (double)p->sample_cols, arena);
+    if (o->sample > 0 && !logits && !row)
+        return gcrt_errorf("--sample: this program exposes neither a [B, T, %ld] logits tensor nor a sample row "
+                           "in its arena", p->V);
     return 0;
 }
 
@@ -114,9 +114,11 @@ static int open_outputs(gcrt_run *st)
     char err[512];
     if (st->ctx.rank != 0)     /* split programs: rank 0 logs and saves */
         return 0;
-    if (st->o.save && gcrt_ckpt_probe(st->o.save, err, sizeof err) != 0)
+    if (st->o.save && gcrt_output_probe(st->o.save, err, sizeof err) != 0)
         return gcrt_errorf("%s", err);
     if (st->o.log) {
+        if (gcrt_output_kind(st->o.log, 1, err, sizeof err) < 0)   /* a FIFO would block open() */
+            return gcrt_errorf("%s", err);
         st->log = fopen(st->o.log, st->first_step > 1 ? "a" : "w");   /* a resumed run appends */
         if (!st->log)
             return gcrt_errorf("%s: cannot open log: %s", st->o.log, strerror(errno));
@@ -155,7 +157,13 @@ static int prepare_params(gcrt_run *st)
         printf("init: seeded (seed %llu)\n", st->o.seed);
         return 0;
     }
-    char err[512];
+    char err[1024], info[512] = "";
+    if (gcrt_st_is_file(st->o.init)) {
+        if (gcrt_st_load(st->params, p, st->o.init, info, sizeof info, err, sizeof err) != 0)
+            return gcrt_errorf("%s", err);
+        printf("init: %s (%s)\n", st->o.init, info);
+        return 0;
+    }
     if (gcrt_ckpt_load(st->params, p, st->o.init, err, sizeof err) != 0)
         return gcrt_errorf("%s", err);
     printf("init: %s\n", st->o.init);
@@ -194,6 +202,8 @@ static void release(gcrt_run *st)
     gcrt_shard_close(&st->val);
     if (st->log)
         fclose(st->log);
+    if (st->lock_fd >= 0)
+        close(st->lock_fd);
     free(st->params);
     free(st->prof);
     free(st->inputs);
@@ -258,13 +268,20 @@ float gcrt_run_batch(gcrt_run *st, gcrt_shard *sh, int phases)
 }
 
 /* Mean forward loss over the first --val-batches batches of the val shard. */
-static int validate(gcrt_run *st, double *out)
+/* --val-batches, or by default GCRT_DEFAULT_VAL_BATCHES (all when fewer). */
+static long val_batches(const gcrt_run *st)
 {
     long n = st->o.val_batches;
     if (n == 0) {
         n = gcrt_shard_nbatches(&st->val, st->BT);
         n = n < GCRT_DEFAULT_VAL_BATCHES ? n : GCRT_DEFAULT_VAL_BATCHES;
     }
+    return n;
+}
+
+static int validate(gcrt_run *st, double *out)
+{
+    long n = val_batches(st);
     st->val.pos = 0;
     double sum = 0;
     for (long i = 0; i < n; i++)
@@ -305,6 +322,10 @@ static int ckpt_due(const gcrt_run *st, long step, int stop)
 /* The step of a program that updates inside its backward (fused-opt). */
 static void run_fused_step(gcrt_run *st, gcrt_step_info *si)
 {
+    if (st->o.grad_clip > 0) {     /* norm pass, then the clipped updates (gcrt_clipped_fused_step) */
+        gcrt_clipped_fused_step(st, si, NULL);
+        return;
+    }
     if (st->o.skip_nonfinite) {
         si->loss = gcrt_run_step(st, GC_PHASE_FWD);   /* one micro-batch: the whole batch stays uploaded */
         if (!isfinite(si->loss)) {
@@ -318,14 +339,49 @@ static void run_fused_step(gcrt_run *st, gcrt_step_info *si)
     si->loss = gcrt_run_step(st, GC_PHASE_FWD | GC_PHASE_BWD | GC_PHASE_OPT);
 }
 
+/* A clipped step of a program that updates inside its backward (fused-opt,
+ * --grad-clip): a norm pass (forward and backward, the updates only adding
+ * up their gradients' squares: ctx.norm_pass), the global norm (group_sum:
+ * the sum over ranks of split programs, NULL for one process), then, unless
+ * --skip-nonfinite skips the step, forward and backward again with every
+ * update scaling its gradient by the clipping factor first (ctx.grad_scale).
+ * One more forward and backward per step than unclipped (passes/costs.c
+ * prices it); the same gradients both times (deterministic kernels). */
+void gcrt_clipped_fused_step(gcrt_run *st, gcrt_step_info *si, double (*group_sum)(gcrt_run *, double))
+{
+    const gc_program *p = st->prog;
+    st->ctx.gnorm_sq = 1;   /* the updates add up the squares on the device (grad_norm.c): one read */
+    gc_device_sumsq_reset();
+    st->ctx.norm_pass = 1;
+    si->loss = gcrt_mean_loss(st, gcrt_run_step(st, GC_PHASE_FWD | GC_PHASE_BWD | GC_PHASE_OPT));
+    st->ctx.norm_pass = 0;
+    st->ctx.gnorm_sq = 0;
+    double sq = gc_device_sumsq_read();
+    /* split: dp ranks hold the same whole gradients (rank 0's sum counts), zero1-3 ranks their 1/N each;
+     * under tp the emitted updates already count each element on one rank (norm_condition) */
+    int counts = p->tp > 1 || p->optstate_sharded || st->ctx.rank == 0;
+    si->gnorm = sqrt(group_sum ? group_sum(st, counts ? sq : 0.0) : sq);
+    if (st->o.skip_nonfinite && !(isfinite(si->loss) && isfinite(si->gnorm))) {
+        si->skipped = 1;
+        return;
+    }
+    if (!isfinite(si->loss) || !isfinite(si->gnorm))
+        return;                    /* the run stops (train: nonfinite) */
+    st->ctx.grad_scale = gcrt_clip_scale(si->gnorm, st->o.grad_clip);
+    gcrt_run_step(st, GC_PHASE_FWD | GC_PHASE_BWD | GC_PHASE_OPT);
+    st->ctx.grad_scale = 0;
+}
+
 /* One training step on the batch in st->inputs/targets. A program that keeps
  * all gradients (plain schedule) runs forward and backward, measures the
  * global gradient norm, clips, then updates: the update is skipped (and
  * si->skipped set) when the loss or the norm is not finite and
- * --skip-nonfinite is on. A fused-opt program updates inside its backward;
+ * --skip-nonfinite is on. A fused-opt program updates inside its backward:
+ * with --grad-clip a norm pass runs first (gcrt_clipped_fused_step); else
  * with --skip-nonfinite its forward runs first, alone, so a non-finite loss
- * can still skip the backward and the update; under --log its updates add up
- * the global gradient norm (reported, not clipped: the updates have run). */
+ * can still skip the backward and the update, and under --log its updates
+ * add up the global gradient norm (reported, not clipped: the updates have
+ * run). */
 static void run_step(gcrt_run *st, gcrt_step_info *si)
 {
     const gc_program *p = st->prog;
@@ -364,15 +420,40 @@ static int nonfinite(const gcrt_run *st, const gcrt_step_info *si)
 {
     const char *what = !isfinite(si->loss) ? "loss" : "gradient norm";
     double v = !isfinite(si->loss) ? si->loss : si->gnorm;
-    char last[512];
-    if (st->last_ckpt > 0)
-        snprintf(last, sizeof last, "the last good checkpoint is step %ld in %s (--resume %s)", st->last_ckpt,
-                 st->o.ckpt_dir, st->o.ckpt_dir);
+    const char *dir = st->o.ckpt_dir;
+    char last[1024];
+    /* step S's loss and norm come from the parameters after step S-1: a
+     * checkpoint of step S-1 leads straight back here; step S-2's predates it */
+    long good = dir ? gcrt_ckpt_newest_before(dir, si->step - 1) : 0;
+    if (good > 0 && good < st->last_ckpt)
+        snprintf(last, sizeof last, "the newest checkpoint that predates the divergence is step %ld in %s (those of "
+                 "steps %ld.. hold the parameters that led to it: move them away, then --resume %s)", good, dir,
+                 good + 1, dir);
+    else if (good > 0)
+        snprintf(last, sizeof last, "the newest checkpoint that predates the divergence is step %ld in %s (--resume %s)",
+                 good, dir, dir);
+    else if (st->last_ckpt > 0)
+        snprintf(last, sizeof last, "no checkpoint predates the divergence (that of step %ld in %s holds the parameters "
+                 "that led to it)", st->last_ckpt, dir);
     else
-        snprintf(last, sizeof last, "no checkpoint of this run was written%s",
-                 st->o.ckpt_dir ? " yet" : " (no --ckpt-dir)");
+        snprintf(last, sizeof last, "no checkpoint of this run was written%s", dir ? " yet" : " (no --ckpt-dir)");
     return gcrt_errorf("step %ld: %s is %s; stopped: %s; --skip-nonfinite skips such steps", si->step, what,
                        isnan(v) ? "nan" : "inf", last);
+}
+
+/* The log could not be written (its checkpoint, if any, is written): the
+ * error names the log, then every rank ends. */
+static int log_failed(gcrt_run *st, long step)
+{
+    int rc = 0;
+    if (st->ctx.rank == 0)
+        rc = gcrt_errorf("%s: cannot write the log: %s; stopped after step %ld%s%s", st->o.log,
+                         strerror(st->log_errno ? st->log_errno : EIO), step,
+                         st->o.ckpt_dir ? ", its checkpoint saved in " : " (no --ckpt-dir: nothing saved)",
+                         st->o.ckpt_dir ? st->o.ckpt_dir : "");
+    if (st->ctx.nranks > 1)
+        gcrt_group_any(st, 1);        /* rank 0 has said why before any rank ends the group */
+    return rc ? rc : 1;
 }
 
 /* Steps first_step..steps; *stopped = 1 when a signal ended the run early. */
@@ -400,7 +481,8 @@ static int train(gcrt_run *st, int *stopped)
         if (st->prof && step == st->first_step && st->o.steps > step)   /* the first step pays first-touch page faults */
             memset(st->prof, 0, (size_t)st->prog->nprof * sizeof *st->prof);
         st->skipped += si.skipped;
-        if (!si.skipped && (!isfinite(si.loss) || ((has_grads(st->prog) || st->prog->nupd_grads) && !isfinite(si.gnorm))))
+        if (!si.skipped && (!isfinite(si.loss) || ((has_grads(st->prog) || st->prog->nupd_grads || st->o.grad_clip > 0) &&
+                                                   !isfinite(si.gnorm))))
             return nonfinite(st, &si);
         if (want_val(st, step) && validate(st, &si.val))
             return 1;
@@ -410,10 +492,12 @@ static int train(gcrt_run *st, int *stopped)
         if (step > st->first_step || st->o.steps == step)
             sum_ms += si.ms, timed++;
         int stop = stop_signal;       /* read once: a signal arriving now counts after the next step */
-        if (st->ctx.nranks > 1 && gcrt_group_any(st, stop) && !stop)
-            stop = SIGTERM;           /* a signal to one rank stops them all after the same step */
-        if (ckpt_due(st, step, stop) && gcrt_ckpt_write(st, step))
+        int log_bad = st->log_errno != 0;
+        gcrt_group_stop(st, &stop, &log_bad);   /* a signal to one rank stops them all after the same step */
+        if ((ckpt_due(st, step, stop) || (log_bad && st->o.ckpt_dir)) && gcrt_ckpt_write(st, step))
             return 1;
+        if (log_bad)
+            return log_failed(st, step);
         if (stop) {
             gcrt_progress_break();
             printf("stopped by %s after step %ld%s\n", stop == SIGINT ? "SIGINT" : "SIGTERM", step,
@@ -441,8 +525,24 @@ static int train(gcrt_run *st, int *stopped)
         printf("val loss %.6f\n", val);
         if (st->log) {
             fprintf(st->log, "{\"step\":0,\"val_loss\":%.9g}\n", val);
-            fflush(st->log);
+            gcrt_log_flush(st);
         }
+    }
+    return 0;
+}
+
+/* --eval-only: the validation loss of the parameters loaded (or seeded),
+ * printed and, under --log, one record {"eval_loss", "batches"}. */
+static int eval_only(gcrt_run *st)
+{
+    double val;
+    if (validate(st, &val))
+        return 1;
+    long n = val_batches(st);
+    printf("eval loss %.6f (mean over %ld batches of %s)\n", val, n, st->val.name);
+    if (st->log) {
+        fprintf(st->log, "{\"eval_loss\":%.9g,\"batches\":%ld}\n", val, n);
+        fflush(st->log);
     }
     return 0;
 }
@@ -462,7 +562,7 @@ static int run_program(gcrt_run *st)
     if (gc_device_init(err, sizeof err) != 0)
         return gcrt_errorf("%s", *err ? err : "device initialisation failed");
     gcrt_print_header(p);
-    if (check_fits(p) || gcrt_data_open(st) || (st->o.ckpt_dir && st->ctx.rank == 0 && gcrt_ckpt_dir_open(st->o.ckpt_dir)) ||
+    if (check_fits(p) || gcrt_data_open(st) || (st->o.ckpt_dir && gcrt_ckpt_dir_open(st)) ||
         prepare_params(st) || open_outputs(st))
         return 1;
     st->inputs = calloc((size_t)st->BT, sizeof(int32_t));
@@ -473,10 +573,12 @@ static int run_program(gcrt_run *st)
     fflush(stdout);
     if (st->o.gradcheck)
         return gcrt_gradcheck(st);
+    if (st->o.eval_only)
+        return eval_only(st) || (st->o.sample && gcrt_sample(st));
     int stopped = 0;
     if (train(st, &stopped) || (st->o.save && gcrt_save_final(st)) || (!stopped && st->o.sample && gcrt_sample(st)))
         return 1;
-    return 0;
+    return gcrt_log_close(st);
 }
 
 int gc_main(int argc, char **argv, const gc_program *prog)
@@ -484,6 +586,7 @@ int gc_main(int argc, char **argv, const gc_program *prog)
     gcrt_run st;
     memset(&st, 0, sizeof st);
     st.prog = prog;
+    st.lock_fd = -1;
     int rc = gcrt_join_group(&st);    /* split programs: the process group (ranks.c) */
     if (rc == 0)
         rc = gcrt_parse_flags(&st.o, argc, argv, prog);
@@ -492,7 +595,9 @@ int gc_main(int argc, char **argv, const gc_program *prog)
         st.first_step = 1;
         rc = run_program(&st);
     }
-    fflush(stdout);
+    errno = 0;
+    if ((fflush(stdout) != 0 || ferror(stdout)) && rc == 0)   /* ./train >/dev/full: not exit 0 */
+        rc = gcrt_errorf("standard output: cannot write: %s", strerror(errno ? errno : EIO));
     release(&st);
     gcrt_leave_group(&st, rc);
     return rc;

@@ -8,11 +8,11 @@ sh tools/deps.sh
 cmake -S . -B build -DCMAKE_BUILD_TYPE=Release >/dev/null
 cmake --build build -j"$(nproc)" --target gcompile gcrt
 if command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L >/dev/null 2>&1 && command -v nvcc >/dev/null 2>&1; then
-    target="--target cuda --no-fuse=classifier"   # the sample below reads the logits
+    target="--target cuda"
     config="--config gpt2_124M -D T=1024 -D B=16"
     steps=20
 else
-    target="--target cpu --no-fuse=classifier"   # the sample below reads the logits
+    target="--target cpu"
     config="--config tiny"
     steps=600
 fi
@@ -20,9 +20,9 @@ echo "== gcompile models/gpt2.graph $config $target -o train"
 # shellcheck disable=SC2086
 if ! build/gcompile models/gpt2.graph $config $target -o train; then
     echo "quickstart: the $target build failed; falling back to the CPU target" >&2
-    build/gcompile models/gpt2.graph --config tiny --target cpu --no-fuse=classifier -o train
+    build/gcompile models/gpt2.graph --config tiny --target cpu -o train
     steps=600
 fi
 build/gcompile models/gpt2.graph $config --emit plan-text | head -20
-echo "== ./train --steps $steps --lr 1e-3 --sample 200"
-./train --steps "$steps" --lr 1e-3 --sample 200
+echo "== ./train --steps $steps --lr 1e-3 --grad-clip 1 --weight-decay 0.1 --sample 200   (llm.c's recipe)"
+./train --steps "$steps" --lr 1e-3 --grad-clip 1 --weight-decay 0.1 --sample 200

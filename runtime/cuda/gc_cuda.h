@@ -274,6 +274,22 @@ void gc_cast_f32(float *out, const gc_bf16 *in, long n);
 void gc_classifier_bf16(float *loss, gc_bf16 *dx, float *dw, gc_bf16 *chunk, float *rowloss, const gc_bf16 *x,
                         const gc_bf16 *w, const int32_t *targets, long N, long C, long Vp, long V, long R, float seed,
                         int acc);
+/* norm_rope_cuda.cu, shape_cuda.cu (issue 22): rstd and dw fp32 */
+void gc_rmsnorm_fwd_bf16(gc_bf16 *out, float *rstd, const gc_bf16 *x, const gc_bf16 *w, long N, long C, float eps);
+void gc_rmsnorm_bwd_bf16(gc_bf16 *dx, float *dw, const gc_bf16 *dy, const gc_bf16 *x, const gc_bf16 *w,
+                         const float *rstd, long N, long C, int acc);
+void gc_add_rmsnorm_fwd_bf16(gc_bf16 *x, gc_bf16 *out, float *rstd, const gc_bf16 *ra, const gc_bf16 *rb,
+                             const gc_bf16 *w, long N, long C, float eps);
+void gc_swiglu_bwd_bf16(gc_bf16 *da, gc_bf16 *db, const gc_bf16 *dh, const gc_bf16 *a, const gc_bf16 *b, long n,
+                        int acc);
+void gc_rope_bf16(gc_bf16 *y, const gc_bf16 *x, long batch, long T, long hs, double theta, int inverse, int acc);
+void gc_concat_bf16(gc_bf16 *y, const gc_bf16 *a, const gc_bf16 *b, long outer, long na, long nb, int acc);
+void gc_narrow_bf16(gc_bf16 *y, const gc_bf16 *x, long outer, long nx, long start, long len, int acc);
+void gc_narrow_bwd_bf16(gc_bf16 *dx, const gc_bf16 *dy, long outer, long nx, long start, long len, int acc);
+void gc_repeat_bf16(gc_bf16 *y, const gc_bf16 *x, long outer, long d, long n, long inner, int acc);
+void gc_repeat_bwd_bf16(gc_bf16 *dx, const gc_bf16 *dy, long outer, long d, long n, long inner, int acc);
+void gc_mean_rows_bf16(gc_bf16 *y, const gc_bf16 *x, long rows, long n, int acc);
+void gc_mean_bwd_bf16(gc_bf16 *dx, const gc_bf16 *dy, long rows, long n, int acc);
 
 #ifdef __cplusplus
 }

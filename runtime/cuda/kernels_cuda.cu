@@ -1901,3 +1901,7 @@ void gc_poison(void *p, size_t bytes)
 #include "attention_cuda.cu"
 /* fused classifier + cross-entropy: likewise */
 #include "classifier_cuda.cu"
+/* rmsnorm and rope (issue 22): likewise */
+#include "norm_rope_cuda.cu"
+/* concat, narrow, repeat, mean (issue 22): likewise */
+#include "shape_cuda.cu"

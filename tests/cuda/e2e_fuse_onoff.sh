@@ -12,12 +12,29 @@
 # others accumulate: no epilogue) and launches that many kernels fewer than
 # the unfused one; bf16 never takes it (the same launches); each program's
 # count equals gcompile's kernel_launches_per_step.
+#
+# TOL holds for fp32 (the programs differ in the order of fp32 sums only, and
+# that difference grows smoothly). bf16 has a cliff instead: the two programs
+# agree to fp32 rounding until one value (a weight's bf16 copy, an activation)
+# lies within that rounding of a bf16 rounding boundary and rounds to the other
+# neighbour, one bf16 unit (2^-8 relative) apart; from then on they are two
+# bf16 trainings, each within bf16 error of the fp32 one. At which step that
+# happens depends on the last bits of every sum, so on the host: the emulator's
+# matmuls are OpenBLAS's sgemm, whose kernel is picked per CPU (DYNAMIC_ARCH:
+# Haswell, SkylakeX, Cooperlake kernels flip at steps 11-15 of the classifier
+# run, max |diff| 1.8e-4..2.9e-4; the Prescott kernels in none of 20 steps,
+# 4.8e-7; thread counts change nothing). So bf16 is held to the bound that
+# reasoning gives: at step k, |on - off| <= TOL + 2 * max over steps <= k of
+# |off(bf16) - off(fp32)|, the unfused program's own bf16 error (|on - off| <=
+# |on - fp32| + |off - fp32|, with the unfused program as the yardstick so a
+# fused kernel's error does not widen its own tolerance). That needs the fp32
+# programs first: list fp32 before bf16 in PRECISIONS.
 set -u
 gc=$1 graph=$2 cxx=$3 root=$4 hostlib=$5 blas=$6 cblas=$7 dir=$8 kind=$9
 shift 9
 steps=$1 precs=$2 tol=$3 flags=${4:-}
 fail() { echo "FAIL: $*"; exit 1; }
-mkdir -p "$dir" && cd "$dir" || exit 1
+mkdir -p "$dir" && cd "$dir" && rm -f fp32.off.loss || exit 1
 rt=$root/runtime
 case $kind in
 classifier) fn=gc_classifier ;;
@@ -38,7 +55,7 @@ for prec in $precs; do
         if [ $v = on ]; then [ "$n" -gt 0 ] || fail "no $fn in the fused program"
         else [ "$n" -eq 0 ] || fail "$fn in the program compiled with --no-fuse=$kind"; fi
         "$cxx" -std=c++17 -O2 -w $inc -x c++ $prec.$v.cu -x none kernels_cuda.o device_cuda.o \
-            "$hostlib" "$blas" -fopenmp -lm ${GCOMPILE_CFLAGS:-} -o $prec.$v || fail "emulator build ($prec $v)"
+            "$hostlib" "$blas" -ljansson -fopenmp -lm ${GCOMPILE_CFLAGS:-} -o $prec.$v || fail "emulator build ($prec $v)"
         ./$prec.$v --steps "$steps" --seed 1 --log $prec.$v.jsonl >$prec.$v.out 2>&1 || fail "$prec $v: $(cat $prec.$v.out)"
         sed -n 's/.*"loss":\([^,}]*\).*/\1/p' $prec.$v.jsonl >$v.loss
         [ $kind = bgrad ] || continue
@@ -61,9 +78,20 @@ for prec in $precs; do
         [ "$e_on" -eq "$want" ] || fail "$prec: $e_on DGELU_BGRAD epilogues per step, want $want"
         [ $((l_off - l_on)) -eq "$want" ] || fail "$prec: the fusion saved $((l_off - l_on)) launches per step, want $want"
     fi
-    paste on.loss off.loss | awk -v steps="$steps" -v tol="$tol" -v what="$kind $prec" '
-        { d = $1 - $2; if (d < 0) d = -d; if (d > m) m = d; if (!(d <= tol)) bad = 1 }
-        END { printf "%s: on vs off, %d steps: max |diff| %.3g (tol %s)\n", what, NR, m, tol; exit bad || NR != steps }' ||
-        { paste on.loss off.loss; fail "the fused and unfused losses differ"; }
+    cp on.loss $prec.on.loss && cp off.loss $prec.off.loss || fail "cannot keep the $prec losses"
+    ref=off.loss    # bf16: the fp32 unfused losses, for the bound above (fp32: no bf16 error, a zero margin)
+    if [ $prec = bf16 ]; then
+        [ -f fp32.off.loss ] || fail "bf16 needs the fp32 programs' losses: list fp32 before bf16"
+        ref=fp32.off.loss
+    fi
+    how="tol $tol"
+    [ $prec = bf16 ] && how="$how + 2 x the unfused program's bf16 error"
+    paste on.loss off.loss $ref | awk -v steps="$steps" -v tol="$tol" -v what="$kind $prec" -v how="$how" '
+        { d = $1 - $2; if (d < 0) d = -d; e = $2 - $3; if (e < 0) e = -e; if (e > emax) emax = e
+          t = tol + 2 * emax; if (d > m) m = d; if (d / t > w) { w = d / t; wt = t }
+          if (!(d <= t)) bad = 1 }
+        END { printf "%s: on vs off, %d steps: max |diff| %.3g, worst step at %.2g of its tolerance %.3g (%s)\n",
+                     what, NR, m, w, wt, how; exit bad || NR != steps }' ||
+        { paste on.loss off.loss $ref; fail "the fused and unfused losses differ"; }
 done
 echo ok

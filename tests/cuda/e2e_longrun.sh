@@ -14,7 +14,7 @@ rt=$root/runtime
 "$gc" "$graph" --config tiny --target cuda --schedule plain --emit cuda -o train.cu || fail "gcompile --emit cuda"
 "$cxx" -std=c++17 -O2 -w -I"$root/tests/cuda/shim" -I"$rt" -I"$rt/cuda" -I"$cblas" \
     -x c++ train.cu "$rt/cuda/kernels_cuda.cu" "$rt/cuda/device_cuda.cu" -x none \
-    "$hostlib" "$blas" -fopenmp -lm ${GCOMPILE_CFLAGS:-} -o train_emu || fail "emulator build of the emitted train.cu"
+    "$hostlib" "$blas" -ljansson -fopenmp -lm ${GCOMPILE_CFLAGS:-} -o train_emu || fail "emulator build of the emitted train.cu"
 "$gc" "$graph" --config tiny --target cpu --schedule plain -o train_cpu || fail "gcompile --target cpu"
 flags="--seed 1 --lr 1e-3 --warmup 2 --lr-schedule cosine --lr-final-frac 0.1 --grad-clip 0.5"
 ./train_cpu --steps 4 $flags --log cpu.jsonl >cpu.out 2>&1 || fail "train_cpu: $(cat cpu.out)"
@@ -30,6 +30,20 @@ paste cpu.txt emu.txt | awk '
       if ($3 > 0.5) clipped = 1 }
     END { if (bad) { print "FAIL: the CUDA program differs"; exit 1 }
           if (!clipped) { print "FAIL: no step was clipped (norms below 0.5)"; exit 1 } }' || exit 1
+# the fused-opt program (updates inside the backward) clips with a norm pass (gc_update_apply: nothing
+# in the first pass, the gradients scaled in the second): the same comparison with the plain CPU program
+"$gc" "$graph" --config tiny --target cuda --emit cuda -o fused.cu || fail "gcompile --emit cuda (fused-opt)"
+"$cxx" -std=c++17 -O2 -w -I"$root/tests/cuda/shim" -I"$rt" -I"$rt/cuda" -I"$cblas" \
+    -x c++ fused.cu "$rt/cuda/kernels_cuda.cu" "$rt/cuda/device_cuda.cu" -x none \
+    "$hostlib" "$blas" -fopenmp -lm ${GCOMPILE_CFLAGS:-} -o fused_emu || fail "emulator build of the fused-opt program"
+./fused_emu --steps 4 $flags --log fused.jsonl >fused.out 2>&1 || fail "fused_emu: $(cat fused.out)"
+fields fused.jsonl >fused.txt
+[ "$(wc -l <fused.txt)" -eq 4 ] || fail "fused.jsonl: $(cat fused.jsonl)"
+paste cpu.txt fused.txt | awk '
+    function rel(a, b) { d = a - b; if (d < 0) d = -d; return d / (b < 0 ? -b : b) }
+    { printf "fused-opt step %d: loss cpu %s cuda %s | grad norm cpu %s cuda %s\n", NR, $1, $4, $3, $6
+      if (!(rel($1, $4) <= 1e-4 && $2 == $5 && rel($3, $6) <= 1e-3)) bad = 1 }
+    END { if (bad) { print "FAIL: the fused-opt CUDA program differs"; exit 1 } }' || exit 1
 # checkpoint after 2 steps, resume to 4: the same 4 losses as the uninterrupted emulated run
 ./train_emu --steps 2 $flags --ckpt-dir ck >a.out 2>&1 || fail "train_emu --ckpt-dir: $(cat a.out)"
 ./train_emu --steps 4 $flags --resume ck --log res.jsonl >b.out 2>&1 || fail "train_emu --resume: $(cat b.out)"

@@ -8,8 +8,8 @@
 #   data     shards by glob, in order and shuffled (each batch once per epoch,
 #            the same order for a seed, another for another seed), prefetch
 #            on vs off bit-identical and off the step's critical path, --print-every, plain text = its shard
-#   faults   --help; non-finite loss (stop naming the step and the last good
-#            checkpoint; --skip-nonfinite counted in the log), a full disk
+#   faults   --help; non-finite loss (stop naming the step and the checkpoint
+#            before the divergence; --skip-nonfinite counted in the log), a full disk
 #            while saving, corrupt/truncated model, state and shard files
 #   signals  SIGTERM / SIGINT: the step finishes, a checkpoint, exit 0; the
 #            resumed run is bit-identical
@@ -30,7 +30,7 @@ if [ "$check" = build ]; then
     "$gc" "$graph" $dims --target cuda --emit cuda -o train.cu || fail "gcompile --emit cuda"
     "$cxx" -std=c++17 -O2 -w -I"$root/tests/cuda/shim" -I"$rt" -I"$rt/cuda" -I"$cblas" \
         -x c++ train.cu "$rt/cuda/kernels_cuda.cu" "$rt/cuda/device_cuda.cu" -x none \
-        "$hostlib" "$blas" -fopenmp -lm ${GCOMPILE_CFLAGS:-} -o t || fail "emulator build of the emitted train.cu"
+        "$hostlib" "$blas" -ljansson -fopenmp -lm ${GCOMPILE_CFLAGS:-} -o t || fail "emulator build of the emitted train.cu"
     echo "ok: built $bin/t"
     exit 0
 fi
@@ -146,8 +146,8 @@ faults)
     done
     tr '\n' ' ' <out.txt | grep -q 'SIGINT/SIGTERM) work the same in CPU and CUDA programs (on CUDA tested in a SIMT emulator' ||
         { cat out.txt; fail "--help does not say that the long-run flags work in this CUDA program"; }
-    # a non-finite loss stops the run, naming the step and the last good checkpoint
-    expect_err "step 2: loss is nan; stopped: the last good checkpoint is step 1 in ck (--resume ck)" \
+    # a non-finite loss stops the run, naming the step and the newest checkpoint that predates it (none here)
+    expect_err "step 2: loss is nan; stopped: no checkpoint predates the divergence (that of step 1 in ck holds the parameters that led to it)" \
         --steps 4 --lr 1e30 --ckpt-dir ck --save-every 1
     [ "$(ls ck)" = "$(printf '%s\n' model_00000001.bin state_00000001.bin)" ] || fail "checkpoints after the stop: $(ls ck)"
     run_ok --steps 4 --lr 1e30 --skip-nonfinite --log skip.jsonl
@@ -179,15 +179,31 @@ faults)
     "$fix" shard ok.bin 100 || fail fixture
     head -c 1100 ok.bin >short.bin
     expect_err "short.bin: offset 1100: size 1100 bytes, header says 1024 + 2*100 = 1224 (truncated)" --data short.bin
-    # a full disk: the temporary file of the next checkpoint is /dev/full; the previous one stays
+    # a full disk: the write of the next checkpoint's file fails with ENOSPC (tests/fault's shim, when
+    # built); the previous one stays
+    shim=$(dirname "$gc")/tests/fault/libgcfault.so
     for which in model state; do
+        [ -f "$shim" ] || { echo "skip: full disk ($shim not built)"; break; }
         fresh
-        ln -s /dev/full c/${which}_00000002.bin.tmp
+        export LD_PRELOAD=$shim GC_FAULT_AT=1 GC_FAULT_OPS=write GC_FAULT_PATH=${which}_00000002.bin.tmp GC_FAULT_ERRNO=ENOSPC
         expect_err "c/${which}_00000002.bin: cannot write: No space left on device; the previous checkpoint (step 1 in c) is intact" \
             --steps 2 --resume c
+        unset LD_PRELOAD GC_FAULT_AT GC_FAULT_OPS GC_FAULT_PATH GC_FAULT_ERRNO
         [ "$(ls c)" = "$(printf '%s\n' $M $S)" ] || fail "after a failed save: $(ls c)"
         cmp -s c/$S good/$S && cmp -s c/$M good/$M || fail "the previous checkpoint changed"
     done
+    # safetensors (runtime/safetensors.c, host code shared with the CPU target): a save, loaded and saved
+    # again, comes back byte for byte; the llm.c file of the same step holds the same parameters
+    run_ok --steps 1 --save a.safetensors
+    run_ok --steps 0 --init a.safetensors --save b.safetensors
+    cmp -s a.safetensors b.safetensors || fail "safetensors round trip changed the file"
+    run_ok --steps 0 --init a.safetensors --save a.bin
+    run_ok --steps 0 --init good/$M --save c.safetensors
+    run_ok --steps 0 --init a.bin --save d.safetensors
+    cmp -s a.safetensors d.safetensors || fail "safetensors -> llm.c -> safetensors changed the parameters"
+    head -c 3000 a.safetensors >trunc.safetensors
+    expect_err "run past the end of the file (296 data bytes; the file is truncated" --init trunc.safetensors
+    echo "ok: safetensors round trips"
     ;;
 signals)
     t --steps 8 >ref_out.txt 2>&1 || { cat ref_out.txt; fail "reference run"; }

@@ -23,7 +23,7 @@ for k in 1 2 4; do
     "$gc" "$graph" --config tiny --target cuda $flags --micro-batches $k --emit cuda -o k$k.cu ||
         fail "gcompile --micro-batches $k"
     "$cxx" -std=c++17 -O2 -w $inc -x c++ k$k.cu -x none kernels_cuda.o device_cuda.o \
-        "$hostlib" "$blas" -fopenmp -lm ${GCOMPILE_CFLAGS:-} -o k$k || fail "emulator build (K=$k)"
+        "$hostlib" "$blas" -ljansson -fopenmp -lm ${GCOMPILE_CFLAGS:-} -o k$k || fail "emulator build (K=$k)"
     ./k$k --steps "$steps" --seed 1 --log k$k.jsonl >k$k.out 2>&1 || fail "K=$k: $(cat k$k.out)"
     sed -n 's/.*"loss":\([^,}]*\).*/\1/p' k$k.jsonl >k$k.txt
     [ "$(wc -l <k$k.txt)" -eq "$steps" ] || fail "K=$k: expected $steps losses"

@@ -5,6 +5,11 @@
 #   # EXPECT: text         a line stdout must contain, whole (exit status 0)
 #   # ERROR: L:C: message  stderr must contain "FILE:L:C: error: message" (exit 1)
 #   # STDERR: text         a line stderr must contain, whole (exit 1)
+#   # WARNING: L:C: message  stderr must contain "FILE:L:C: warning: message"
+#                          (the exit status as the other directives say)
+#   # ERRORS: N            stderr holds exactly N "error:" lines (one error
+#                          per mistake: none repeated at a failed name's uses)
+#   # WARNINGS: N          and exactly N "warning:" lines
 # and, when FILE.expected exists, stdout must equal it exactly.
 set -u
 gc=$1 file=$2
@@ -40,6 +45,20 @@ while IFS= read -r line; do
 done <<EOT
 $(sed -n 's/^# STDERR: //p' "$file")
 EOT
+while IFS= read -r line; do
+    [ -z "$line" ] && continue
+    if ! grep -qxF -- "$file:$line" "$err"; then
+        echo "FAIL: stderr lacks: $file:$line"; fail=1
+    fi
+done <<EOT
+$(sed -n 's/^# WARNING: \([0-9]*:[0-9]*\): /\1: warning: /p' "$file")
+EOT
+for what in error warning; do
+    n=$(sed -n "s/^# $(echo $what | tr a-z A-Z)S: //p" "$file")
+    if [ -n "$n" ] && [ "$(grep -c -e ": $what: " "$err")" -ne "$n" ]; then
+        echo "FAIL: $(grep -c -e ": $what: " "$err") $what lines, expected $n"; fail=1
+    fi
+done
 if [ -f "${file%.graph}.expected" ] && ! diff -u "${file%.graph}.expected" "$out"; then
     echo "FAIL: stdout differs from ${file%.graph}.expected"; fail=1
 fi

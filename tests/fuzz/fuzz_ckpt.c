@@ -1,6 +1,6 @@
 /* fuzz_ckpt.c — the runtime's checkpoint reader (gcrt_ckpt_load: an llm.c
  * model file, fp32 version 3 or bf16 version 5) on any bytes, against a
- * small program; and gcrt_ckpt_probe on the same path. Any input either
+ * small program; and gcrt_output_probe on the same path. Any input either
  * loads or returns a one-line error. */
 #include <stdio.h>
 #include <stdlib.h>
@@ -24,7 +24,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         abort();                    /* an error must say why */
     free(params);
     err[0] = '\0';
-    if (gcrt_ckpt_probe(path, err, sizeof err) != 0 && !err[0])
+    if (gcrt_output_probe(path, err, sizeof err) != 0 && !err[0])
         abort();
     return 0;
 }

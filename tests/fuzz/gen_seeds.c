@@ -1,12 +1,38 @@
 /* gen_seeds.c — writes the seed corpora of the fuzz targets that do not read
  * graph text: valid checkpoints (fp32, bf16) for fuzz_ckpt's program, token
  * shards and text for fuzz_shard, argument lists for the two CLIs.
- * usage: gen_seeds DIR   (creates DIR/ckpt, DIR/shard, DIR/train_cli, DIR/gcompile_cli) */
+ * safetensors files for fuzz_safetensors' program.
+ * usage: gen_seeds DIR   (creates DIR/ckpt, DIR/shard, DIR/train_cli, DIR/gcompile_cli,
+ * DIR/safetensors) */
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+
+static void put(const char *dir, const char *sub, const char *name, const void *p, size_t n);
+
+/* A safetensors file of fuzz_safetensors' program: its three tensors in
+ * dtype dt (element size es), optionally with metadata. */
+static void put_st(const char *dir, const char *name, const char *dt, int es, int meta)
+{
+    static char buf[4096];
+    char h[1024];
+    int n = snprintf(h, sizeof h,
+                     "{%s\"w.a\":{\"dtype\":\"%s\",\"shape\":[4,3],\"data_offsets\":[0,%d]},"
+                     "\"h.0.b\":{\"dtype\":\"%s\",\"shape\":[5],\"data_offsets\":[%d,%d]},"
+                     "\"h.1.b\":{\"dtype\":\"%s\",\"shape\":[5],\"data_offsets\":[%d,%d]}}",
+                     meta ? "\"__metadata__\":{\"format\":\"pt\"}," : "", dt, 12 * es, dt, 12 * es, 17 * es, dt,
+                     17 * es, 22 * es);
+    while (n % 8)
+        h[n++] = ' ';
+    for (int i = 0; i < 8; i++)
+        buf[i] = (char)(i < 4 ? (unsigned)n >> (8 * i) : 0u);
+    memcpy(buf + 8, h, (size_t)n);
+    for (int i = 0; i < 22 * es; i++)
+        buf[8 + n + i] = (char)(i % es == es - 1 ? 0x3f : i);   /* small finite numbers */
+    put(dir, "safetensors", name, buf, (size_t)(8 + n + 22 * es));
+}
 
 static void put(const char *dir, const char *sub, const char *name, const void *p, size_t n)
 {
@@ -42,6 +68,11 @@ int main(int argc, char **argv)
     memcpy(buf, h, sizeof h);
     put(dir, "ckpt", "bf16.bin", buf, 1024 + 96 * 2);
     put(dir, "ckpt", "header_only.bin", buf, 1024);
+    /* safetensors files of fuzz_safetensors' program */
+    put_st(dir, "f32.safetensors", "F32", 4, 1);
+    put_st(dir, "bf16.safetensors", "BF16", 2, 0);
+    put_st(dir, "f16.safetensors", "F16", 2, 1);
+    put_st(dir, "i32.safetensors", "I32", 4, 0);
     /* shards: [20240520, 1, ntok] + ntok uint16 */
     int32_t s[256] = {20240520, 1, 70};
     memcpy(buf, s, sizeof s);

@@ -65,6 +65,8 @@ done
 [ "$exe" = - ] && exit $fail
 mkdir -p "$exe" || exit 1
 rt="$obj/kernels_cuda.o $obj/device_cuda.o"
+jansson=-ljansson   # the runtime's safetensors reader; the bundle's copy where the GPU machine has no libjansson.so
+[ -f "$b/lib/libjansson.so.4" ] && jansson="-Xlinker $b/lib/libjansson.so.4"
 # shellcheck disable=SC2086
 nv -o "$exe/test_kernels" "$obj/test_kernels.o" $rt "$b/libcuda_cpu_ref.a" -Xlinker "$b/lib/libopenblas.so.0" \
     -Xlinker "-rpath-link=$b/lib" -Xcompiler -fopenmp -lcublasLt >"$exe/link_test_kernels.txt" 2>&1 ||
@@ -74,7 +76,7 @@ for p in ${LINK:-$progs}; do   # $LINK: the programs to link (run.sh: those it r
     extra=""
     [ $p = tiny_dp2 ] && extra="$obj/comm_nccl.o $mpilink -lnccl"
     # shellcheck disable=SC2086
-    nv -o "$exe/$p" "$obj/$p.o" $rt $extra "$b/libgcrt_host.a" -lcublasLt -lcublas -Xcompiler -fopenmp -lm \
+    nv -o "$exe/$p" "$obj/$p.o" $rt $extra "$b/libgcrt_host.a" $jansson -lcublasLt -lcublas -Xcompiler -fopenmp -lm \
         >"$exe/link_$p.txt" 2>&1 &
 done
 wait

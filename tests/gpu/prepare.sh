@@ -16,9 +16,9 @@ cmake -S . -B $bd -DCMAKE_BUILD_TYPE=Release >/dev/null
 cmake --build $bd -j"$(nproc)" --target gcompile gcrt gcrt_host cuda_cpu_ref >/dev/null
 gc=$bd/gcompile
 cp $bd/libgcrt_host.a $bd/tests/cuda/libcuda_cpu_ref.a "$b/"
-# the kernel test's CPU reference links OpenBLAS, which the GPU machine lacks
+# the kernel test's CPU reference links OpenBLAS and the programs jansson, which the GPU machine lacks
 mkdir -p "$b/lib"
-for l in libopenblas.so.0 libgfortran.so.5 libquadmath.so.0; do
+for l in libopenblas.so.0 libgfortran.so.5 libquadmath.so.0 libjansson.so.4; do
     cp -L "$(ldconfig -p | awk -v l=$l '$1 == l { print $NF; exit }')" "$b/lib/"
 done
 # tiny: fp32 without TF32 (the exact check), fp32 with TF32 (the default),

@@ -643,6 +643,175 @@ static void test_classifier(void)
     cls_case(100, 8, 33, 30, 7, 150);
 }
 
+/* ------------------------------------------------------------------ issue 22: rmsnorm, rope, shapes */
+
+typedef struct {
+    double *x, *w, *W, *out, *rstd;
+    long N, C;
+    int which; /* 0 dx, 1 dw */
+} RmsCtx;
+
+static double rms_loss(void *p)
+{
+    RmsCtx *r = p;
+    gc_rmsnorm_fwd(r->out, r->rstd, r->x, r->w, r->N, r->C, 1e-5f);
+    return dot_finite(r->W, r->out, r->N * r->C);
+}
+
+static void rms_grad(void *p, double *g, int acc)
+{
+    RmsCtx *r = p;
+    rms_loss(r);
+    gc_rmsnorm_bwd(r->which == 0 ? g : NULL, r->which == 1 ? g : NULL, r->W, r->x, r->w, r->rstd, r->N, r->C,
+                   acc ? 1 << r->which : 0);
+}
+
+static void test_rmsnorm(void)
+{
+    long shapes[][2] = {{1, 1}, {5, 7}, {3, 130}, {64, 200}};
+    for (int s = 0; s < 4; s++) {
+        long N = shapes[s][0], C = shapes[s][1], n = N * C;
+        RmsCtx r = {kt_rand(n, -2, 2), kt_rand(C, 0.5, 1.5), kt_rand(n, -1, 1), kt_alloc(n * sizeof(double)),
+                    kt_alloc(N * sizeof(double)), N, C, 0};
+        double *dx = kt_alloc(n * sizeof(double)), *dw = kt_alloc(C * sizeof(double));
+        /* the forward against its formula */
+        rms_loss(&r);
+        for (long i = 0; i < N; i++) {
+            double ss = 0;
+            for (long j = 0; j < C; j++)
+                ss += r.x[i * C + j] * r.x[i * C + j];
+            for (long j = 0; j < C; j++) {
+                double want = r.x[i * C + j] / sqrt(ss / (double)C + (double)1e-5f) * r.w[j];
+                KT_CHECK(fabs(r.out[i * C + j] - want) <= 1e-12 * (1 + fabs(want)), "rmsnorm fwd [%ld,%ld]", i, j);
+            }
+        }
+        r.which = 0;
+        run_both_acc("rmsnorm dx", rms_grad, &r, dx, n);
+        check_fd("rmsnorm dx", rms_loss, &r, r.x, dx, n, 60);
+        r.which = 1;
+        run_both_acc("rmsnorm dw", rms_grad, &r, dw, C);
+        check_fd("rmsnorm dw", rms_loss, &r, r.w, dw, C, 60);
+        free(dx), free(dw), free(r.x), free(r.w), free(r.W), free(r.out), free(r.rstd);
+    }
+}
+
+typedef struct {
+    double *x, *W, *y;
+    long batch, T, hs;
+} RopeCtx;
+
+static double rope_loss(void *p)
+{
+    RopeCtx *r = p;
+    gc_rope(r->y, r->x, r->batch, r->T, r->hs, 500000.0, 0, 0);
+    return dot_finite(r->W, r->y, r->batch * r->T * r->hs);
+}
+
+static void rope_grad(void *p, double *g, int acc)
+{
+    RopeCtx *r = p;
+    gc_rope(g, r->W, r->batch, r->T, r->hs, 500000.0, 1, acc);
+}
+
+static void test_rope(void)
+{
+    long shapes[][3] = {{1, 1, 2}, {3, 13, 10}, {2, 64, 64}};
+    for (int s = 0; s < 3; s++) {
+        long B = shapes[s][0], T = shapes[s][1], hs = shapes[s][2], n = B * T * hs, h = hs / 2;
+        RopeCtx r = {kt_rand(n, -1, 1), kt_rand(n, -1, 1), kt_alloc(n * sizeof(double)), B, T, hs};
+        /* the forward against rotate_half: y = x cos + [-x2, x1] sin, angle t theta^(-2i/hs) */
+        rope_loss(&r);
+        for (long e = 0; e < n; e++) {
+            long t = (e / hs) % T, j = e % hs, i = j % h;
+            double a = (double)t / pow(500000.0, 2.0 * (double)i / (double)hs);
+            double rot = j < h ? -r.x[e + h] : r.x[e - h];
+            double want = r.x[e] * cos(a) + rot * sin(a);
+            KT_CHECK(fabs(r.y[e] - want) <= 1e-12, "rope fwd [%ld]: %.17g, want %.17g", e, r.y[e], want);
+        }
+        double *dx = kt_alloc(n * sizeof(double));
+        run_both_acc("rope dx", rope_grad, &r, dx, n);
+        check_fd("rope dx", rope_loss, &r, r.x, dx, n, 80);
+        free(dx), free(r.x), free(r.W), free(r.y);
+    }
+}
+
+/* narrow, repeat, mean: (outer, d, inner) shapes */
+typedef struct {
+    double *x, *W, *y;
+    long outer, d, inner, a, b; /* narrow: [a, a+b) of d; repeat: b copies */
+    int kind;                   /* 0 narrow, 1 repeat, 2 mean */
+} ShapeCtx;
+
+static long shape_out(const ShapeCtx *c)
+{
+    return c->kind == 0 ? c->outer * c->b * c->inner : c->kind == 1 ? c->outer * c->d * c->b * c->inner
+                                                                     : c->outer * c->d;
+}
+
+static double shape_loss(void *p)
+{
+    ShapeCtx *c = p;
+    if (c->kind == 0)
+        gc_narrow(c->y, c->x, c->outer, c->d * c->inner, c->a * c->inner, c->b * c->inner, 0);
+    else if (c->kind == 1)
+        gc_repeat(c->y, c->x, c->outer, c->d, c->b, c->inner, 0);
+    else
+        gc_mean_rows(c->y, c->x, c->outer * c->d, c->inner, 0);
+    return dot_finite(c->W, c->y, shape_out(c));
+}
+
+static void shape_grad(void *p, double *g, int acc)
+{
+    ShapeCtx *c = p;
+    if (c->kind == 0)
+        gc_narrow_bwd(g, c->W, c->outer, c->d * c->inner, c->a * c->inner, c->b * c->inner, acc);
+    else if (c->kind == 1)
+        gc_repeat_bwd(g, c->W, c->outer, c->d, c->b, c->inner, acc);
+    else
+        gc_mean_bwd(g, c->W, c->outer * c->d, c->inner, acc);
+}
+
+static void test_shapes(void)
+{
+    static const char *names[3] = {"narrow", "repeat", "mean"};
+    long shapes[][5] = {{1, 1, 1, 0, 1}, {3, 7, 5, 2, 4}, {2, 8, 130, 0, 3}, {4, 6, 1, 5, 1}};
+    for (int kind = 0; kind < 3; kind++)
+        for (int s = 0; s < 4; s++) {
+            ShapeCtx c = {NULL, NULL, NULL, shapes[s][0], shapes[s][1], shapes[s][2], shapes[s][3], shapes[s][4],
+                          kind};
+            long n = c.outer * c.d * c.inner, m = shape_out(&c);
+            c.x = kt_rand(n, -1, 1), c.W = kt_rand(m, -1, 1), c.y = kt_alloc((size_t)m * sizeof(double));
+            shape_loss(&c);   /* the forward against its index formula */
+            for (long e = 0; e < m; e++) {
+                double want;
+                if (kind == 0) {
+                    long o = e / (c.b * c.inner), r = e % (c.b * c.inner);
+                    want = c.x[o * c.d * c.inner + c.a * c.inner + r];
+                } else if (kind == 1) {
+                    long i = e % c.inner, J = (e / c.inner) % (c.d * c.b), o = e / (c.inner * c.d * c.b);
+                    want = c.x[(o * c.d + J / c.b) * c.inner + i];
+                } else {
+                    want = 0;
+                    for (long j = 0; j < c.inner; j++)
+                        want += c.x[e * c.inner + j] / (double)c.inner;
+                }
+                KT_CHECK(fabs(c.y[e] - want) <= 1e-14 * (1 + fabs(want)), "%s fwd [%ld]", names[kind], e);
+            }
+            double *g = kt_alloc((size_t)n * sizeof(double));
+            run_both_acc(names[kind], shape_grad, &c, g, n);
+            check_fd(names[kind], shape_loss, &c, c.x, g, n, 60);
+            free(g), free(c.x), free(c.W), free(c.y);
+        }
+    /* concat: rows of a then b; its backward is narrow (above) */
+    long outer = 3, na = 4, nb = 6;
+    double *a = kt_rand(outer * na, -1, 1), *b = kt_rand(outer * nb, -1, 1), *y = kt_alloc(outer * (na + nb) * sizeof(double));
+    gc_concat(y, a, b, outer, na, nb, 0);
+    for (long o = 0; o < outer; o++)
+        for (long j = 0; j < na + nb; j++)
+            KT_CHECK(y[o * (na + nb) + j] == (j < na ? a[o * na + j] : b[o * nb + j - na]), "concat [%ld,%ld]", o, j);
+    free(a), free(b), free(y);
+}
+
 int main(int argc, char **argv)
 {
     static const kt_case cases[] = {
@@ -651,6 +820,8 @@ int main(int argc, char **argv)
         {"permute", test_permute},         {"softmax", test_softmax},
         {"causal_mask", test_causal_mask}, {"cross_entropy", test_crossentropy},
         {"attention", test_attention},     {"classifier", test_classifier},
+        {"rmsnorm", test_rmsnorm},         {"rope", test_rope},
+        {"shapes", test_shapes},
     };
     kt_seed(1234);
     return kt_main(argc, argv, cases, (int)(sizeof cases / sizeof cases[0]));

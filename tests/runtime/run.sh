@@ -179,7 +179,7 @@ t_atomic_save() {
     expect_err "notadir/ck.bin: cannot create notadir/ck.bin.tmp" "$FAKE" --steps 2 --save notadir/ck.bin
     grep -q '^step' out.txt && fail "training ran before the bad --save path was rejected"
     mkdir adir
-    expect_err "adir: is a directory" "$FAKE" --steps 1 --save adir
+    expect_err "adir: cannot write: it is a directory, not a regular file or a device" "$FAKE" --steps 1 --save adir
     no_tmp_files
     [ "$(find . -newer first.bin -name '*.bin')" = "./ck.bin" ] || fail "unexpected files: $(ls)"
 }
@@ -338,7 +338,7 @@ t_schedule_clip() {
 
 t_nonfinite() {
     expect_err "step 2: loss is nan; stopped: no checkpoint of this run was written (no --ckpt-dir)" "$FAKE" --steps 5 --lr 1e30
-    expect_err "step 2: loss is nan; stopped: the last good checkpoint is step 1 in ck (--resume ck)" \
+    expect_err "step 2: loss is nan; stopped: no checkpoint predates the divergence (that of step 1 in ck holds the parameters that led to it)" \
         "$FAKE" --steps 5 --lr 1e30 --ckpt-dir ck --save-every 1
     [ -f ck/state_00000001.bin ] && [ ! -f ck/state_00000002.bin ] || fail "checkpoints after the stop: $(ls ck)"
     run_ok "$FAKE" --steps 5 --lr 1e30 --skip-nonfinite --log log.jsonl

@@ -3,7 +3,7 @@
 # ranks and compare with one process at the same global batch.
 # usage: split.sh GCOMPILE GRAPH WORKDIR CHECK
 #   CHECK: dp2 | dp4 | zero1 | zero2 | zero3 | formulas | auto | ckpt | plan | ranks | death | nompi | cuda
-#          | clip | resume | nonfinite | stop | autorun | hang | tp2 | tp4 | tpdp | tpclip | tpckpt | tpplan
+#          | clip | val | resume | nonfinite | stop | autorun | hang | tp2 | tp4 | tpdp | tpclip | tpckpt | tpplan
 set -u
 gc=$1 graph=$2 dir=$3 check=$4
 mkdir -p "$dir"
@@ -347,11 +347,27 @@ clip)      # --grad-clip under a split: the global norm counts each element once
         paste na.txt nb.txt | awk '{ d = ($1 - $2) / $1; d = d < 0 ? -d : d; if (d > m) m = d }
             END { printf "max relative norm difference: %.3g\n", m; exit !(m <= 1e-6) }' || fail "$s: global norm differs"
     done
-    # fused-opt split programs: no norm before the updates, so --grad-clip is refused; --log still gets the norm
-    compile t_fz2 -D B=4 --gpus 2 --split zero2
-    $MPIRUN -np 2 ./t_fz2 --steps 1 --grad-clip 0.5 >f.out 2>f.err && fail "fused-opt split program accepted --grad-clip"
-    grep -q "error: --grad-clip: this program updates each parameter inside the backward" f.err || { cat f.err; fail "no message"; }
+    # fused-opt programs (updates inside the backward) clip with a norm pass (a first forward and backward
+    # whose updates only add up the squares, the norm summed over ranks): one process and every split
+    # equal the plain one-process clipped run, losses and norms
     compile t_f1 -D B=8
+    ./t_f1 --steps 20 --grad-clip 0.5 --log f1c.jsonl >/dev/null || fail "one-process fused-opt clipped run"
+    log_losses f1c.jsonl >b.txt
+    echo "fused-opt, one process:"; same_losses a.txt b.txt 1e-6
+    for s in dp zero1 zero2 zero3 tp=2; do
+        b=4; [ $s = tp=2 ] && b=8
+        compile t_f$s -D B=$b --gpus 2 --split $s
+        $MPIRUN -np 2 ./t_f$s --steps 20 --grad-clip 0.5 --log f$s.jsonl >f.out 2>f.err ||
+            { cat f.err; fail "fused-opt $s clipped run"; }
+        log_losses f$s.jsonl >b.txt
+        echo "fused-opt $s:"; same_losses a.txt b.txt 1e-6
+        norms f$s.jsonl >nb.txt
+        [ "$(wc -l <nb.txt)" -eq 20 ] || fail "fused-opt $s: no grad_norm in the log"
+        paste na.txt nb.txt | awk '{ d = ($1 - $2) / $1; d = d < 0 ? -d : d; if (d > m) m = d }
+            END { printf "max relative norm difference: %.3g\n", m; exit !(m <= 1e-6) }' || fail "fused-opt $s: global norm differs"
+    done
+    # unclipped, --log still gets the norm the updates add up
+    compile t_fz2 -D B=4 --gpus 2 --split zero2
     ./t_f1 --steps 20 --log f1.jsonl >/dev/null || fail "one-process fused run"
     $MPIRUN -np 2 ./t_fz2 --steps 20 --log fz2.jsonl >f.out 2>f.err || { cat f.err; fail "fused zero2 run"; }
     norms f1.jsonl >na.txt
@@ -359,6 +375,37 @@ clip)      # --grad-clip under a split: the global norm counts each element once
     [ "$(wc -l <nb.txt)" -eq 20 ] || fail "fused zero2: no grad_norm in the log"
     paste na.txt nb.txt | awk '{ d = ($1 - $2) / $1; d = d < 0 ? -d : d; if (d > m) m = d }
         END { printf "fused zero2: max relative norm difference %.3g\n", m; exit !(m <= 1e-6) }' || fail "fused zero2 norm differs"
+    ;;
+val)       # validation under a split with the default build (the classifier fused: the val loss comes out of
+           # the fused op's forward), --val-every, and --eval-only of a checkpoint: every split's val losses
+           # are one process's (the mean over ranks of their rows' losses)
+    python3 -c 'import struct, random
+r = random.Random(7); t = [r.randrange(256) for _ in range(8000)]
+open("val.bin", "wb").write(struct.pack("<256i", 20240520, 1, len(t), *[0] * 253) + struct.pack("<%dH" % len(t), *t))' ||
+        fail "val shard"
+    vals() { sed -n 's/.*"val_loss":\([^,}]*\).*/\1/p' "$1"; }
+    compile t_one -D B=8
+    ./t_one --steps 10 --val-data val.bin --val-every 5 --val-batches 3 --save one.bin --log one.jsonl >/dev/null ||
+        fail "one-process run"
+    vals one.jsonl >a.txt
+    [ "$(wc -l <a.txt)" -eq 2 ] || fail "one process: $(cat one.jsonl)"
+    ./t_one --init one.bin --eval-only --val-data val.bin --val-batches 3 --log eval1.jsonl >/dev/null || fail "--eval-only"
+    for s in dp zero1 zero3 tp=2; do
+        b=4; [ $s = tp=2 ] && b=8
+        compile t_v$s -D B=$b --gpus 2 --split $s
+        $MPIRUN -np 2 ./t_v$s --steps 10 --val-data val.bin --val-every 5 --val-batches 3 --log v$s.jsonl >v.out 2>v.err ||
+            { cat v.err; fail "$s run with validation"; }
+        vals v$s.jsonl >b.txt
+        paste a.txt b.txt | awk -v s=$s '{ d = $1 - $2; d = d < 0 ? -d : d; if (d > m) m = d }
+            END { printf "%s: val losses at steps 5, 10: max |difference| %.3g\n", s, m; exit !(NR == 2 && m <= 1e-6) }' ||
+            { paste a.txt b.txt; fail "$s val losses differ"; }
+        $MPIRUN -np 2 ./t_v$s --init one.bin --eval-only --val-data val.bin --val-batches 3 --log e$s.jsonl >e.out 2>e.err ||
+            { cat e.err; fail "$s --eval-only"; }
+        grep -q '^eval loss ' e.out || fail "$s --eval-only printed no loss: $(cat e.out)"
+        a=$(sed -n 's/.*"eval_loss":\([^,}]*\).*/\1/p' eval1.jsonl) b=$(sed -n 's/.*"eval_loss":\([^,}]*\).*/\1/p' e$s.jsonl)
+        awk -v a="$a" -v b="$b" -v s=$s 'BEGIN { d = a - b; d = d < 0 ? -d : d; printf "%s --eval-only: %s vs one process %s\n", s, b, a
+            exit !(a != "" && d <= 1e-6) }' || fail "$s --eval-only loss differs"
+    done
     ;;
 resume)    # --ckpt-dir under a split: the model file is llm.c's (gathered), the state holds every rank's optimizer
            # state; resuming continues exactly as the unbroken run, and the model loads into one process
@@ -395,22 +442,49 @@ nonfinite) # --skip-nonfinite under a split: every rank skips the same steps (th
         grep -q "error: step 2: loss is nan" $sch.err || { cat $sch.err; fail "$sch: no message"; }
     done
     ;;
-stop)      # SIGTERM to one rank only: every rank stops after the same step, with a checkpoint, exit 0
+stop)      # SIGTERM or SIGINT to one rank only: every rank stops after the same step, with a checkpoint, exit 0;
+           # the signal is reported by its name whichever rank got it (issue 21)
     compile t_z1 -D B=4 --gpus 2 --split zero1
-    rm -rf ck
-    $MPIRUN -np 2 ./t_z1 --steps 1000000 --ckpt-dir ck --print-every 1 >out.txt 2>err.txt &
-    mp=$!
-    find_rank1 "$mp"
-    kill -TERM "$rank1"
-    for i in $(seq 1 150); do kill -0 "$mp" 2>/dev/null || break; sleep 0.2; done
-    kill -0 "$mp" 2>/dev/null && { kill -9 "$mp"; fail "the job still runs 30 s after SIGTERM to rank 1"; }
-    wait "$mp" || { cat err.txt; fail "the job did not exit 0 after SIGTERM to rank 1"; }
-    grep -q "^stopped by SIGTERM after step" out.txt || { tail out.txt; fail "rank 0 did not report the stop"; }
-    n=$(sed -n 's/^stopped by SIGTERM after step \([0-9]*\).*/\1/p' out.txt)
-    [ -f ck/state_$(printf %08d "$n").bin ] || fail "no checkpoint of step $n: $(ls ck)"
-    $MPIRUN -np 2 ./t_z1 --steps $((n + 2)) --resume ck >r.out 2>r.err || { cat r.err; fail "resume after the stop"; }
-    grep -q "^resume: step $n from" r.out || fail "did not resume from step $n"
-    echo "rank 1 got SIGTERM: both ranks stopped after step $n, checkpoint written, resumed"
+    for sig in TERM INT; do
+        rm -rf ck
+        $MPIRUN -np 2 ./t_z1 --steps 1000000 --ckpt-dir ck --print-every 1 >out.txt 2>err.txt &
+        mp=$!
+        find_rank1 "$mp"
+        kill -$sig "$rank1"
+        for i in $(seq 1 150); do kill -0 "$mp" 2>/dev/null || break; sleep 0.2; done
+        kill -0 "$mp" 2>/dev/null && { kill -9 "$mp"; fail "the job still runs 30 s after SIG$sig to rank 1"; }
+        wait "$mp" || { cat err.txt; fail "the job did not exit 0 after SIG$sig to rank 1"; }
+        grep -q "^stopped by SIG$sig after step" out.txt || { tail out.txt; fail "rank 0 did not report SIG$sig"; }
+        n=$(sed -n "s/^stopped by SIG$sig after step \([0-9]*\).*/\1/p" out.txt)
+        [ -f ck/state_$(printf %08d "$n").bin ] || fail "no checkpoint of step $n: $(ls ck)"
+        $MPIRUN -np 2 ./t_z1 --steps $((n + 2)) --resume ck >r.out 2>r.err || { cat r.err; fail "resume after the stop"; }
+        grep -q "^resume: step $n from" r.out || fail "did not resume from step $n"
+        echo "rank 1 got SIG$sig: both ranks stopped after step $n, reported as SIG$sig, checkpoint written, resumed"
+    done
+    ;;
+files)     # issue 21 under mpirun: --resume NEWDIR (rank 0 creates it, the others wait), a program that is
+           # not split refuses -np 2, a log that cannot be written stops every rank after a checkpoint
+    compile t_z1 -D B=4 --gpus 2 --split zero1
+    compile t_one -D B=8
+    rm -rf newdir
+    $MPIRUN -np 2 ./t_z1 --steps 3 --resume newdir >a.out 2>a.err || { cat a.err; fail "--resume NEWDIR under mpirun"; }
+    grep -q '^resume: no checkpoint in newdir, starting at step 1' a.out || { cat a.out; fail "no fresh start"; }
+    [ -f newdir/state_00000003.bin ] || fail "no checkpoint in newdir: $(ls newdir)"
+    $MPIRUN -np 2 ./t_z1 --steps 5 --resume newdir >b.out 2>b.err || { cat b.err; fail "second --resume newdir"; }
+    grep -q '^resume: step 3 from' b.out || fail "the restart did not resume from step 3"
+    echo "ok: mpirun -np 2 --resume NEWDIR starts, and the same command resumes"
+    $MPIRUN -np 2 ./t_one --steps 1 --ckpt-dir one >c.out 2>c.err && fail "a program that is not split ran under -np 2"
+    grep -q '^error: this program is not split over ranks (compiled without --gpus N) but runs as one of 2' c.err ||
+        { cat c.err; fail "no clear error for a program that is not split"; }
+    echo "ok: $(grep -m1 '^error' c.err)"
+    rm -rf ckl
+    ln -sf /dev/full full.log    # a link to the device: the log is written through it, never renamed over it
+    $MPIRUN -np 2 ./t_z1 --steps 4 --log full.log --ckpt-dir ckl >d.out 2>d.err && fail "a run with an unwritable log exited 0"
+    grep -q '^error: full.log: cannot write the log: No space left on device; stopped after step 1, its checkpoint saved in ckl' d.err ||
+        { cat d.err; fail "no error naming the log"; }
+    [ -f ckl/state_00000001.bin ] || fail "no checkpoint before the stop: $(ls ckl)"
+    [ -c /dev/full ] && [ -L full.log ] || fail "/dev/full or the link was replaced"
+    echo "ok: $(grep -m1 '^error' d.err)"
     ;;
 autorun)   # under --mem each split carries the budget search's micro-batches and per-layer recompute; the
            # searched programs run poisoned with the losses of one process

@@ -1,7 +1,7 @@
 #!/bin/sh
 # End-to-end: compile models/gpt2.graph (tiny) for the CPU and train.
 # usage: train.sh GCOMPILE GRAPH WORKDIR CHECK
-#   CHECK: falling | rerun | noreuse | poison | schedules | gradcheck | ckpt | badfiles | profile | micro | recompute | budget | fusions | progress
+#   CHECK: falling | rerun | noreuse | poison | schedules | gradcheck | ckpt | badfiles | profile | micro | recompute | budget | fusions | progress | sample | evalonly
 set -u
 gc=$1 graph=$2 dir=$3 check=$4
 mkdir -p "$dir"
@@ -54,6 +54,22 @@ schedules) # plain and fused-opt schedules compute the same step
     losses t_plain --steps 8 >a.txt
     losses t_fused --steps 8 >b.txt
     cmp -s a.txt b.txt || { paste a.txt b.txt; fail "schedules differ"; }
+    # clipping: the plain program scales the kept gradients, the fused-opt one runs a norm pass first;
+    # the same losses, and clipping at 0.3 (below every step's norm here) changes them
+    losses t_plain --steps 8 --grad-clip 0.3 >c.txt
+    losses t_fused --steps 8 --grad-clip 0.3 >d.txt
+    [ "$(wc -l <d.txt)" -eq 8 ] || fail "fused-opt clipped run: $(cat d.txt)"
+    cmp -s c.txt d.txt || { paste c.txt d.txt; fail "clipped schedules differ"; }
+    cmp -s a.txt c.txt && fail "clipping at 0.3 changed no loss: the check would not see it"
+    ./t_fused --help | grep -q "a norm pass first" || fail "--help of the fused-opt program does not say how it clips"
+    # the cost model prices the norm pass (about one more forward and backward) and plan-text says so
+    "$gc" "$graph" --config tiny --target cpu --emit plan-text >pt.txt || fail "plan-text"
+    grep "^gradient clipping" pt.txt | awk '{ for (i = 1; i < NF; i++) if ($i == "predicted") { x = $(i + 1); sub(/^\+/, "", x) }
+        p = $0; sub(/.*\(\+/, "", p); sub(/%\).*/, "", p); print "norm pass: +" x " ms/step, +" p "%"
+        exit !(x + 0 > 0 && p + 0 >= 50 && p + 0 <= 110) }' || fail "no priced norm pass: $(grep '^gradient clipping' pt.txt)"
+    "$gc" "$graph" --config tiny --target cpu --schedule plain --emit plan-text | grep -q '^gradient clipping.*no extra pass' ||
+        fail "plain plan-text does not say it needs no extra pass"
+    ./t_fused --threads 2 --steps 2 --grad-clip 1 --skip-nonfinite >/dev/null || fail "clipped run with --skip-nonfinite"
     ;;
 profile)   # --profile: same losses; one row per kernel and shape, rows add up to the ops time
     compile t_$check
@@ -336,6 +352,74 @@ progress)  # the step's FLOPs baked in by gcompile, MFU's peak, the JSONL fields
                if ($1 != $3 || !(d <= 1e-6)) bad = 1 } END { exit bad || NR != 2 }' || fail "fused-opt norms differ from plain"
     # without --log the fused-opt program does not measure it
     ./t_fused --threads 2 --steps 1 | grep -q '^step .* | norm ' && fail "fused-opt program measured the norm without --log"
+    ;;
+sample)    # --sample in the default build (the classifier fused, no logits tensor): a forward to the final
+           # norm, then one row's classifier into the planned sample row; the same tokens as the unfused
+           # program's logits give, from the same checkpoint, also past the window (T = 64) and with --poison
+    compile t_fused
+    compile t_poison --poison
+    compile t_unfused --no-fuse=classifier
+    "$gc" "$graph" --config tiny --target cpu --emit plan -o plan.json || fail "emit plan"
+    python3 -c 'import json; p = json.load(open("plan.json")); r = [t for t in p["tensors"] if t["name"].endswith(".row")]
+assert len(r) == 1 and r[0]["shape"] == [1, 256] and r[0]["bytes"] == 1024 and r[0]["region"] == "arena", r
+assert r[0]["last"] == len(p["schedule"]) - 1, "the sample row must live to the last step"
+assert not [t for t in p["tensors"] if t["name"] == "logits" and t["first"] is not None], "the logits are planned"
+print("sample row:", r[0]["name"], r[0]["bytes"], "bytes at", r[0]["offset"])' || fail "the fused plan has no sample row"
+    ./t_fused --threads 2 --steps 30 --lr 3e-3 --save m.bin >/dev/null || fail "fused training run"
+    for p in t_fused t_poison t_unfused; do
+        ./$p --threads 2 --init m.bin --steps 0 --sample 100 --seed 3 >$p.out || fail "$p --sample"
+        sed '1,/^--- sample/d' $p.out >$p.txt   # the tokens (bytes: newlines among them)
+    done
+    [ "$(wc -c <t_unfused.txt)" -eq 101 ] || fail "unfused sample: $(cat t_unfused.txt)"   # 100 bytes and a newline
+    cmp -s t_fused.txt t_unfused.txt || { cat t_fused.txt t_unfused.txt; fail "fused and unfused samples differ"; }
+    cmp -s t_poison.txt t_unfused.txt || { cat t_poison.txt t_unfused.txt; fail "the poisoned program's sample differs"; }
+    ./t_fused --threads 2 --init m.bin --steps 0 --sample 100 --seed 4 | sed '1,/^--- sample/d' >s4.txt
+    cmp -s s4.txt t_fused.txt && fail "another seed gave the same sample: the check would not see a constant"
+    echo "sample (fused = unfused): $(cat t_fused.txt)"
+    # llm.c's recipe in the default build: clipping (norm pass), decay, then a sample
+    ./t_fused --threads 2 --steps 3 --grad-clip 1 --weight-decay 0.1 --sample 64 >r.out 2>&1 || { cat r.out; fail "--grad-clip 1 --weight-decay 0.1 --sample 64"; }
+    grep -q '^--- sample: 64 tokens' r.out || fail "no sample: $(cat r.out)"
+    ./t_fused --help | grep -qi "not available" && fail "--help still says something is not available"
+    ;;
+evalonly)  # validation with the classifier fused (its forward gives the loss; the dx, dw it also writes
+           # go to planned storage and change no later step) and --eval-only of a checkpoint
+    python3 -c 'import struct, random
+r = random.Random(5); t = [r.randrange(256) for _ in range(6000)]
+open("val.bin", "wb").write(struct.pack("<256i", 20240520, 1, len(t), *[0] * 253) + struct.pack("<%dH" % len(t), *t))' ||
+        fail "val shard"
+    compile t_fused
+    compile t_unfused --no-fuse=classifier
+    vals() { sed -n 's/.*"step":\([0-9]*\),"loss":\([^,]*\),.*"val_loss":\([^,}]*\).*/\1 \2 \3/p' "$1"; }
+    for p in t_fused t_unfused; do
+        ./$p --threads 2 --steps 10 --val-data val.bin --val-every 5 --val-batches 3 --log $p.jsonl --ckpt-dir ck_$p \
+            --save $p.bin >/dev/null || fail "$p with validation"
+        vals $p.jsonl >$p.val
+    done
+    [ "$(wc -l <t_fused.val)" -eq 2 ] || fail "fused: no val losses: $(cat t_fused.jsonl)"
+    cmp -s t_fused.val t_unfused.val || { paste t_fused.val t_unfused.val; fail "fused and unfused val losses differ"; }
+    ./t_fused --threads 2 --steps 10 --log noval.jsonl >/dev/null || fail "run without validation"
+    sed -n 's/.*"step":10,"loss":\([^,]*\),.*/\1/p' noval.jsonl >a.txt
+    sed -n 's/^10 \([^ ]*\) .*/\1/p' t_fused.val >b.txt
+    cmp -s a.txt b.txt || { cat a.txt b.txt; fail "validating between steps changed the training loss"; }
+    ev() { sed -n 's/.*"eval_loss":\([^,}]*\).*/\1/p' "$1"; }
+    ./t_fused --threads 2 --init t_fused.bin --eval-only --val-data val.bin --val-batches 3 --log e1.jsonl >e1.out ||
+        fail "--eval-only --init"
+    ./t_unfused --threads 2 --init t_fused.bin --eval-only --val-data val.bin --val-batches 3 --log e2.jsonl >/dev/null ||
+        fail "unfused --eval-only --init"
+    ./t_fused --threads 2 --resume ck_t_fused --eval-only --val-data val.bin --val-batches 3 --log e3.jsonl >e3.out ||
+        fail "--eval-only --resume"
+    grep -q '^resume: step 10 ' e3.out || fail "--eval-only --resume loaded no checkpoint: $(cat e3.out)"
+    grep -q '^eval loss [0-9.]* (mean over 3 batches of val.bin)$' e1.out || fail "no eval line: $(cat e1.out)"
+    grep -q '^step ' e1.out && fail "--eval-only trained"
+    w=$(sed -n 's/^10 [^ ]* //p' t_fused.val)    # the val loss after step 10: the same parameters
+    for e in e1 e2 e3; do
+        [ "$(ev $e.jsonl)" = "$w" ] || fail "$e: eval loss $(ev $e.jsonl), the run's val loss at step 10 $w"
+    done
+    echo "eval loss of the step-10 checkpoint: $w (--init fused, unfused, --resume)"
+    ./t_fused --threads 2 --eval-only --init t_fused.bin >x.out 2>x.err && fail "--eval-only without --val-data ran"
+    grep -q 'error: --eval-only needs --val-data' x.err || fail "message: $(cat x.err)"
+    ./t_fused --threads 2 --init t_fused.bin --eval-only --val-data val.bin --sample 16 | grep -q '^--- sample: 16 tokens' ||
+        fail "--eval-only --sample"
     ;;
 *) fail "unknown check $check" ;;
 esac
