@@ -73,12 +73,15 @@ static const struct option long_opts[] = {
 int gcrt_errorf(const char *fmt, ...)
 {
     va_list ap;
+    char line[4096];
     gcrt_progress_break();    /* the message on a line of its own, not after the status line */
-    fputs("error: ", stderr);
     va_start(ap, fmt);
-    vfprintf(stderr, fmt, ap);
+    vsnprintf(line, sizeof line, fmt, ap);
     va_end(ap);
-    fputc('\n', stderr);
+    /* one write per line (glibc buffers one call on unbuffered stderr): the
+     * lines of several ranks on one stderr never interleave */
+    fprintf(stderr, "error: %s\n", line);
+    fflush(stderr);
     return 1;
 }
 

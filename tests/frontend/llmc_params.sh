@@ -6,7 +6,7 @@
 set -eu
 gc=$1 graph=$2
 got=$("$gc" "$graph" --config gpt2_124M --emit ir |
-      sed -n 's/^  %[0-9]* \([a-z0-9]*\): f32\(\[[0-9,]*\]\) param init=[^ ]*\( nodecay\)\{0,1\} grad=.*/\1 \2\3/p')
+      sed -n 's/^  %[0-9]* \([a-z0-9]*\): f32\(\[[0-9,]*\]\) param init=[^ ]*\( nodecay\)\{0,1\}\( [a-z]*=[^ ]*\| transposed\)* grad=.*/\1 \2\3/p')
 want='wte [50304,768]
 wpe [1024,768]
 ln1w [12,768] nodecay

@@ -2,20 +2,39 @@
 # Long runs of the random-graph differential tester (issue 20): chunks of
 # graphs, every single-process lever on each, the MPI levers (dp2, zero3,
 # tp=2) on every M-th; one JSON summary line per chunk appended to LOG.
-# Restartable: a chunk whose summary is in LOG is not run again.
+# Restartable: a chunk whose summary is in LOG is not run again. RG_MAX_SHRINK
+# (default 2): failures shrunk per chunk (the others are listed with their seed).
 #   usage: campaign.sh GCOMPILE WORKDIR LOG [FIRST_SEED [CHUNKS [CHUNK [MPI_EVERY [JOBS]]]]]
 #   e.g.   nice -n 19 sh tests/randgraph/campaign.sh build/gcompile /tmp/rgc bench/randgraph.log 100000 40 500 25
-# Totals over LOG: python3 -c 'import json,sys; ...' (bench/RESULTS.md shows them).
+#   campaign.sh totals LOG   the sums over LOG's chunks (bench/RESULTS.md shows them)
 set -u
+py=${GC_TORCH_PYTHON:-/usr/bin/python3}
+if [ "${1:-}" = totals ]; then   # campaign.sh totals LOG: the sums over its chunks
+    exec "$py" - "$2" <<'PY'
+import json, sys
+t = {"chunks": 0, "graphs": 0, "failures": 0, "known": 0, "ops": 0, "seconds": 0.0}
+ops, lev = {}, {}
+for line in open(sys.argv[1]):
+    s = json.loads(line)["summary"]
+    t["chunks"] += 1
+    for k in ("graphs", "failures", "known", "ops", "seconds"):
+        t[k] += s[k]
+    for d, src in ((ops, s["op_counts"]), (lev, s["lever_runs"])):
+        for k, v in src.items():
+            d[k] = d.get(k, 0) + v
+print(json.dumps(t))
+print("op kinds:", json.dumps(dict(sorted(ops.items()))))
+print("lever runs:", json.dumps(dict(sorted(lev.items()))))
+PY
+fi
 gc=$1 work=$2 log=$3 first=${4:-100000} chunks=${5:-40} chunk=${6:-500} mpi=${7:-25} jobs=${8:-2}
 here=$(dirname "$0")
-py=${GC_TORCH_PYTHON:-/usr/bin/python3}
 i=0
 while [ "$i" -lt "$chunks" ]; do
     s=$((first + i * chunk))
     if ! grep -q "\"first\": $s," "$log" 2>/dev/null; then
         out=$(nice -n 19 "$py" "$here/rg.py" campaign --gcompile "$gc" --work "$work/c$s" --first "$s" \
-              --count "$chunk" --mpi-every "$mpi" --jobs "$jobs" 2>&1)
+              --count "$chunk" --mpi-every "$mpi" --jobs "$jobs" --max-shrink "${RG_MAX_SHRINK:-2}" 2>&1)
         rc=$?
         echo "$out" | grep -v '^randgraph summary: ' >"$work/chunk_$s.txt"
         line=$(echo "$out" | sed -n 's/^randgraph summary: //p')

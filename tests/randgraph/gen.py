@@ -77,6 +77,18 @@ OPS = {
               lambda n, i: f"split0({i[0]}, {n['attr']['parts']})"),
     "slice": (lambda n: f"slice({n['in'][0]}, {n['attr']['start']}, {n['attr']['len']})",
               lambda n, i: f"{i[0]}[{n['attr']['start']}:{n['attr']['start'] + n['attr']['len']}]"),
+    "mul": (lambda n: (f"{n['in'][0]} * {n['in'][1]}" if n["attr"].get("plus") else _call("mul", n)),
+            lambda n, i: f"{i[0]} * {i[1]}"),
+    "sub": (lambda n: (f"{n['in'][0]} - {n['in'][1]}" if n["attr"].get("plus") else _call("sub", n)),
+            lambda n, i: f"{i[0]} - {i[1]}"),
+    "silu": (lambda n: _call("silu", n), lambda n, i: f"F.silu({i[0]})"),
+    "sigmoid": (lambda n: _call("sigmoid", n), lambda n, i: f"torch.sigmoid({i[0]})"),
+    "relu": (lambda n: _call("relu", n), lambda n, i: f"torch.relu({i[0]})"),
+    "tanh": (lambda n: _call("tanh", n), lambda n, i: f"torch.tanh({i[0]})"),
+    "gelu_erf": (lambda n: _call("gelu_erf", n), lambda n, i: f"F.gelu({i[0]})"),
+    "rmsnorm": (lambda n: _call("rmsnorm", n, ("eps",)),
+                lambda n, i: f"({i[0]} / torch.sqrt(({i[0]} * {i[0]}).mean(-1, keepdim=True) + "
+                             f"{n['attr'].get('eps', 1e-5)!r}) * {i[1]})"),
     # index: `p[l]` of a layer-stacked parameter in a loop (a ref, not a node)
     "alias": (lambda n: n["in"][0], lambda n, i: i[0]),
 }
@@ -190,6 +202,29 @@ class Gen:
 
     def b_softmax(self, x, c):
         return self.node("softmax", [x], [self.BT(c)]), c
+
+    def b_act(self, x, c):
+        op = self.r.choice(["silu", "sigmoid", "relu", "tanh", "gelu_erf"])
+        return self.node(op, [x], [self.BT(c)]), c
+
+    def b_rmsnorm(self, x, c):
+        kw = {"eps": 1e-5} if self.r.random() < 0.3 else {}
+        return self.node("rmsnorm", [x, self.param([c], kind="ones", std=0.2)], [self.BT(c)], **kw), c
+
+    def b_sub(self, x, c):
+        """x - y: another tensor of x's shape, or a broadcast [c] parameter"""
+        y = self.pick_same(self.BT(c), avoid=x) or self.param([c], std=0.3)
+        return self.node("sub", [x, y], [self.BT(c)], plus=self.r.random() < 0.5), c
+
+    def b_swiglu(self, x, c):
+        """silu(x W1) * (x W3), then W2 back to c (Llama's MLP)"""
+        r = self.r
+        h = r.choice([2 * c, c + 1, 3])
+        a, _ = self.linear(x, c, n=h, bias=False)
+        g, _ = self.linear(x, c, n=h, bias=False)
+        a = self.node("silu", [a], [self.BT(h)])
+        y = self.node("mul", [a, g], [self.BT(h)], plus=r.random() < 0.5)
+        return self.linear(y, h, n=c, bias=False)
 
     def b_layernorm(self, x, c):
         w = self.param([c], kind="ones", std=0.2)
@@ -378,9 +413,9 @@ class Gen:
     BLOCKS = [("linear", 3), ("gelu", 2), ("scale", 1), ("softmax", 1), ("layernorm", 3),
               ("residual", 5), ("mlp", 2), ("bcast", 2), ("attention", 3), ("viewmm", 2),
               ("chanperm", 1), ("tokmix", 1), ("ta", 1), ("slicemm", 1), ("heads", 1),
-              ("batchsplit", 1), ("skip", 2)]
+              ("batchsplit", 1), ("skip", 2), ("act", 2), ("rmsnorm", 1), ("sub", 1), ("swiglu", 1)]
     KEEP = {"gelu", "scale", "softmax", "layernorm", "residual", "bcast", "chanperm", "tokmix",
-            "batchsplit", "skip"}
+            "batchsplit", "skip", "act", "rmsnorm", "sub", "swiglu"}
 
     def block(self, x, c, shape_keep=False):
         names = [b for b, w in self.BLOCKS for _ in range(w)]

@@ -59,6 +59,13 @@ LOSS_TOL = 2e-5
 # float32 rounding of the stored parameter over 3 updates.
 PARAM_RTOL = 2e-3
 ULP = 2.0 ** -23
+# Some graphs are ill-conditioned (activations doubled layer after layer, a
+# loss that jumps from 2 to 22 at lr 0.2): there float32 rounding alone moves
+# step 3's loss by ~1e-4 relative, and the program's own levers (default vs
+# micro-batches) differ by as much. The reference is therefore also run in
+# float32; a tolerance is at least COND_FACTOR times the float32 reference's
+# distance from the float64 one (seed 98: float32 noise 9e-5, not a bug).
+COND_FACTOR = 10.0
 
 # ------------------------------------------------------------------ levers
 # name -> (gcompile flags, reference kind, bit-identical to "default"?)
@@ -179,7 +186,13 @@ def torch_mod():
     return _torch
 
 
-def reference(spec, vals, toks, rows, chunks):
+# RG_MUTATE=NAME:FACTOR (tests of this tester only): the reference scales
+# parameter NAME's gradient by FACTOR, e.g. p0:1.01, so the comparison must fail
+MUTATE = (os.environ["RG_MUTATE"].split(":")[0], float(os.environ["RG_MUTATE"].split(":")[1])) \
+    if os.environ.get("RG_MUTATE") else None
+
+
+def reference(spec, vals, toks, rows, chunks, dtype="float64"):
     """float64 training: each step takes rows*T (+1) tokens; the loss is the
     mean over `chunks` equal row chunks (ranks or micro-batches) of the
     graph's loss on that chunk. AdamW as llm.c / docs (DESIGN.md)."""
@@ -189,7 +202,7 @@ def reference(spec, vals, toks, rows, chunks):
     fwd = ns["forward"]
     h = spec["hyper"]
     T = spec["dims"]["T"]
-    P = {p["name"]: torch.tensor(v, dtype=torch.float64, requires_grad=True)
+    P = {p["name"]: torch.tensor(v, dtype=getattr(torch, dtype), requires_grad=True)
          for p, v in zip(spec["params"], vals)}
     m = {k: torch.zeros_like(v) for k, v in P.items()}
     vv = {k: torch.zeros_like(v) for k, v in P.items()}
@@ -210,11 +223,21 @@ def reference(spec, vals, toks, rows, chunks):
             c2 = 1.0 - h["beta2"] ** step
             for k, p in P.items():
                 g = p.grad if p.grad is not None else torch.zeros_like(p)
+                if MUTATE and k == MUTATE[0]:
+                    g = g * MUTATE[1]       # the check's own sensitivity test (README)
                 m[k] = h["beta1"] * m[k] + (1 - h["beta1"]) * g
                 vv[k] = h["beta2"] * vv[k] + (1 - h["beta2"]) * g * g
                 wd = h["wd"] if decay[k] else 0.0
                 p -= h["lr"] * ((m[k] / c1) / (torch.sqrt(vv[k] / c2) + h["eps"]) + wd * p)
-    return losses, [P[p["name"]].detach().numpy().copy() for p in spec["params"]]
+    return losses, [P[p["name"]].detach().numpy().astype(np.float64) for p in spec["params"]]
+
+
+def references(spec, vals, toks, rows, chunks):
+    """the float64 reference, and the float32 run of the same program: how
+    far float32 rounding alone moves this graph's results (its conditioning)"""
+    r64 = reference(spec, vals, toks, rows, chunks)
+    r32 = reference(spec, vals, toks, rows, chunks, "float32")
+    return r64, r32
 
 
 # ------------------------------------------------------------------ one graph
@@ -278,6 +301,12 @@ KNOWN = [
     (lambda spec, lever, kind, msg: KNOWN_ALIAS_OPEN and kind in ("loss", "param") and known_alias(spec),
      "known: fixed by autodiff alias rule (issue 20 (1))"),
     (known_layers, "known: split_updates layer numbering of sliced params (not fixed)"),
+    # main 8d948ae's plancheck rule 8 (no write through one alias while another is to be
+    # read) rejects plans of valid graphs, "internal compiler error: plan check failed: ...
+    # an alias still to be read" (regress/plancheck_alias_*.graph; found after merging it)
+    (lambda spec, lever, kind, msg: kind == "compile" and "plan check failed" in msg
+     and "an alias still to be read" in msg,
+     "known: plancheck rule 8 rejects the plan of a valid graph (main 8d948ae, not fixed)"),
 ]
 
 
@@ -297,7 +326,7 @@ class Runner:
         cmd = [self.gc, graph, "--target", "cpu", "-o", out] + flags
         if self.cc:
             cmd += ["--cc", self.cc]
-        r = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+        r = subprocess.run(cmd, capture_output=True, text=True, errors="replace", timeout=300)
         return r
 
     def train(self, d, prog, spec, lever, ranks):
@@ -310,7 +339,7 @@ class Runner:
         env = dict(os.environ, OMP_NUM_THREADS=str(self.threads))
         if ranks > 1:
             args = MPIRUN + ["-np", str(ranks)] + args
-        r = subprocess.run(args, capture_output=True, text=True, timeout=300, cwd=d, env=env)
+        r = subprocess.run(args, capture_output=True, text=True, errors="replace", timeout=300, cwd=d, env=env)
         if r.returncode != 0:
             raise Fail(lever, "crash", f"exit {r.returncode}: {(r.stderr or r.stdout).strip()[-400:]}")
         losses = []
@@ -356,9 +385,9 @@ class Runner:
                     losses, params, bits, logtxt = self.train(d, prog, spec, lever, ranks)
                     rows, chunks = {"one": (B, 1), "micro": (B, k), "dp": (2 * B, 2)}[kind]
                     if (rows, chunks) not in refs:
-                        refs[(rows, chunks)] = reference(spec, vals, toks, rows, chunks)
-                    rl, rp = refs[(rows, chunks)]
-                    compare(lever, losses, params, rl, rp, vals, spec)
+                        refs[(rows, chunks)] = references(spec, vals, toks, rows, chunks)
+                    (rl, rp), r32 = refs[(rows, chunks)]
+                    compare(lever, losses, params, rl, rp, vals, spec, r32)
                     if lever == "default":
                         base_bits = (bits, [l for l in losses])
                     elif bitsame and base_bits is not None and (bits, losses) != base_bits:
@@ -389,17 +418,22 @@ def refused(msg):
     return None
 
 
-def compare(lever, losses, params, rl, rp, vals, spec):
+def compare(lever, losses, params, rl, rp, vals, spec, r32=None):
+    """r32: the float32 reference; COND_FACTOR x its distance from the
+    float64 one widens a tolerance where float32 rounding alone moves this
+    graph's results more (an ill-conditioned graph: exploding activations)"""
+    l32, p32 = r32 if r32 else (rl, rp)
     if len(losses) != len(rl):
         raise Fail(lever, "loss", f"{len(losses)} losses logged, expected {len(rl)}")
     for i, (a, b) in enumerate(zip(losses, rl)):
-        STATS["loss"] = max(STATS["loss"], abs(a - b) / (LOSS_TOL * max(1.0, abs(b))))
-        if not (abs(a - b) <= LOSS_TOL * max(1.0, abs(b))):
+        tol = max(LOSS_TOL * max(1.0, abs(b)), COND_FACTOR * abs(l32[i] - b))
+        STATS["loss"] = max(STATS["loss"], abs(a - b) / tol)
+        if not (abs(a - b) <= tol):
             raise Fail(lever, "loss", f"step {i + 1}: loss {a!r} vs reference {b!r} "
-                       f"(|diff| {abs(a - b):.3g} > {LOSS_TOL} relative); all: {losses} vs {rl}")
-    for p, a, b, v0 in zip(spec["params"], params, rp, vals):
+                       f"(|diff| {abs(a - b):.3g} > {tol:.3g}); all: {losses} vs {rl}; float32 reference {l32}")
+    for p, a, b, v0, b32 in zip(spec["params"], params, rp, vals, p32):
         moved = float(np.max(np.abs(b - v0))) if b.size else 0.0
-        tol = PARAM_RTOL * moved + 8 * ULP * np.abs(b)
+        tol = np.maximum(PARAM_RTOL * moved + 8 * ULP * np.abs(b), COND_FACTOR * np.abs(b32 - b))
         diff = np.abs(a.astype(np.float64) - b)
         if diff.size:
             STATS["param"] = max(STATS["param"], float(np.max(diff / np.maximum(tol, 1e-300))))
@@ -461,7 +495,7 @@ def shrink(runner, spec, lever, kind, msg0="", log=print, budget=150):
         if kind not in ("compile", "crash"):
             return None
         m = re.sub(r"/\S+", "", msg.split(" | ")[0])
-        return m[:160]
+        return re.sub(r"at step \d+", "at step #", m)[:160]   # plan steps move as ops go
 
     def fails(s):
         nonlocal tries
@@ -573,7 +607,11 @@ def cmd_run(a, seeds, levers_for, title):
     nfail = nknown = 0
     ops, lev, nodes = {}, {}, 0
     failed = []
+    progress = open(os.path.join(a.work, "graphs.jsonl"), "a") if title == "campaign" else None
     for seed, fs, st, o in pool_map(run_one, items, a.jobs):
+        if progress:   # one line per graph as it finishes, so an interrupted chunk still counts
+            progress.write(json.dumps({"seed": seed, "fails": fs, "levers": st["levers"], "ops": o}) + "\n")
+            progress.flush()
         for k, v in o.items():
             ops[k] = ops.get(k, 0) + v
         nodes += sum(o.values())

@@ -383,6 +383,7 @@ print("sample row:", r[0]["name"], r[0]["bytes"], "bytes at", r[0]["offset"])' |
     ;;
 evalonly)  # validation with the classifier fused (its forward gives the loss; the dx, dw it also writes
            # go to planned storage and change no later step) and --eval-only of a checkpoint
+    rm -rf ck_t_fused ck_t_unfused ./*.jsonl   # a rerun in the same folder: --resume appends to its log
     python3 -c 'import struct, random
 r = random.Random(5); t = [r.randrange(256) for _ in range(6000)]
 open("val.bin", "wb").write(struct.pack("<256i", 20240520, 1, len(t), *[0] * 253) + struct.pack("<%dH" % len(t), *t))' ||
