@@ -340,7 +340,7 @@ void emit_kernel_call(FILE *f, const Graph *g, const Op *op)
     case OP_ADAMW: case OP_ADAMW_BF16:   /* one tensor; emit_step_body groups them */
         fprintf(f, "{ const gc_adamw_tensor u[] = {");
         emit_update_tensor(f, g, op);
-        fprintf(f, "}; if (ctx->gnorm_sq%s) gc_update_sumsq(u, 1, ctx->gnorm_sq); "
+        fprintf(f, "}; if (ctx->gnorm_sq%s) gc_update_sumsq(u, 1); "
                    "gc_update_apply(u, 1, ctx); }\n",
                 norm_condition(g, op));
         return;
@@ -846,10 +846,10 @@ static void emit_update_group(FILE *f, const Graph *g, int k, int n)
     }
     fprintf(f, "            };\n");
     if (!g->tp) {
-        fprintf(f, "            if (ctx->gnorm_sq)\n                gc_update_sumsq(u, %d, ctx->gnorm_sq);\n", n);
+        fprintf(f, "            if (ctx->gnorm_sq)\n                gc_update_sumsq(u, %d);\n", n);
     } else {   /* the global norm counts each gradient element once (norm_condition) */
         for (int i = 0; i < n; i++)
-            fprintf(f, "            if (ctx->gnorm_sq%s)\n                gc_update_sumsq(u + %d, 1, ctx->gnorm_sq);\n",
+            fprintf(f, "            if (ctx->gnorm_sq%s)\n                gc_update_sumsq(u + %d, 1);\n",
                     norm_condition(g, &g->ops[g->sched[k + i]]), i);
     }
     fprintf(f, "            gc_update_apply(u, %d, ctx);\n"

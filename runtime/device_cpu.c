@@ -47,6 +47,8 @@ void *gc_device_alloc(size_t bytes)
 void gc_device_free(void *p) { free(p); }
 void gc_device_upload(void *dst, const void *src, size_t bytes) { memcpy(dst, src, bytes); }
 void gc_device_download(void *dst, const void *src, size_t bytes) { memcpy(dst, src, bytes); }
+void gc_device_upload_async(void *dst, const void *src, size_t bytes) { memcpy(dst, src, bytes); }
+void gc_device_download_async(void *dst, const void *src, size_t bytes) { memcpy(dst, src, bytes); }
 void gc_device_sync(void) {}
 
 /* Partial sums over fixed chunks, added in chunk order: the same bits for
@@ -75,6 +77,13 @@ double gc_device_sumsq(const float *x, long n)
     free(part);
     return sum;
 }
+
+/* The device total of gc_device_sumsq_add is host memory here. */
+static double sumsq_total;
+void gc_device_sumsq_reset(void) { sumsq_total = 0; }
+void gc_device_sumsq_add(const float *x, long n) { sumsq_total += gc_device_sumsq(x, n); }
+double gc_device_sumsq_read(void) { return sumsq_total; }
+const double *gc_device_sumsq_total_ptr(void) { return &sumsq_total; }
 
 void gc_device_scale(float *x, long n, float s)
 {

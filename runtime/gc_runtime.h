@@ -200,11 +200,13 @@ typedef struct {
 /* gc_adamw on each of u[0..n): on CUDA one launch (per 16 tensors), the
  * emitted step's update of a layer. Same results as n gc_adamw calls. */
 void gc_adamw_multi(const gc_adamw_tensor *u, int n, float lr, float beta1, float beta2, float eps, int t);
-/* (grad_norm.c) *acc += the sum of squares of the gradients u[0..n).g, in
- * double (gc_device_sumsq per tensor, in order): the emitted step calls it
- * before each update when ctx->gnorm_sq is set, so a program that updates
- * inside its backward (fused-opt) still yields the step's global norm. */
-void gc_update_sumsq(const gc_adamw_tensor *u, int n, double *acc);
+/* (grad_norm.c) Adds the sums of squares of the gradients u[0..n).g to the
+ * device total (gc_device_sumsq_add per tensor, in order; no wait): the
+ * emitted step calls it before each update when ctx->gnorm_sq is set, so a
+ * program that updates inside its backward (fused-opt) still yields the
+ * step's global norm; the trainer resets the total before the step and
+ * reads it (one wait) after. */
+void gc_update_sumsq(const gc_adamw_tensor *u, int n);
 struct gc_ctx;
 /* (grad_norm.c) The update of u[0..n) as the emitted step calls it after
  * gc_update_sumsq: nothing in a norm pass (ctx->norm_pass), else the
@@ -297,12 +299,31 @@ size_t gc_device_total_bytes(void);     /* CPU: 0 (unknown) */
 double gc_device_peak_flops(int bf16);  /* for MFU; 0 when unknown */
 void *gc_device_alloc(size_t bytes);    /* zero-filled; exits 1 with a message on failure */
 void gc_device_free(void *p);
-void gc_device_upload(void *dst, const void *src, size_t bytes);
-void gc_device_download(void *dst, const void *src, size_t bytes);
+void gc_device_upload(void *dst, const void *src, size_t bytes);     /* waits */
+void gc_device_download(void *dst, const void *src, size_t bytes);   /* waits */
+/* Queued copies that do not wait: the source must stay unchanged, and a
+ * download's destination is written, when the next gc_device_sync returns. */
+void gc_device_upload_async(void *dst, const void *src, size_t bytes);
+void gc_device_download_async(void *dst, const void *src, size_t bytes);
+/* Waits for the device (one host synchronisation) and reports a kernel's
+ * index error (CUDA). */
 void gc_device_sync(void);
 /* Sum of x[i]^2 over n device floats, in double, the same bits every run
  * (the trainer's global gradient norm); waits for the device. */
 double gc_device_sumsq(const float *x, long n);
+/* The same kept on the device across tensors, so a step's global norm costs
+ * one wait: gc_device_sumsq_reset zeroes the total, each
+ * gc_device_sumsq_add(x, n) adds x's sum of squares to it without waiting
+ * (one launch on CUDA; the tensors' sums added in call order, the same
+ * bits every run), gc_device_sumsq_read waits and returns it. The total
+ * itself (a device double) is at gc_device_sumsq_total_ptr(), for a kernel
+ * that reads the norm on the device once something was added since the
+ * reset (a reset launches nothing: the next add overwrites the total). One
+ * total per process. */
+void gc_device_sumsq_reset(void);
+void gc_device_sumsq_add(const float *x, long n);
+double gc_device_sumsq_read(void);
+const double *gc_device_sumsq_total_ptr(void);
 /* x[i] *= s over n device floats (gradient clipping). */
 void gc_device_scale(float *x, long n, float s);
 
@@ -367,8 +388,9 @@ typedef struct gc_ctx {
     int rank, nranks;            /* this process in the group (0 of 1 when not split) */
     int tp_rank, dp_rank;        /* its place in its tp group (0 without tp) and in its dp
                                     group (= rank without tp): ZeRO shards, norms */
-    double *gnorm_sq;            /* when set, each update adds its gradients' sum of squares here
-                                    (gc_update_sumsq; the trainer's norm in fused-opt programs) */
+    int gnorm_sq;                /* when set, each update adds its gradients' sum of squares to the
+                                    device total (gc_update_sumsq; the trainer's norm in fused-opt
+                                    programs) */
     int norm_pass;               /* 1: the updates only add up gnorm_sq, nothing is updated (the
                                     first of a clipped fused-opt step's two passes) */
     float grad_scale;            /* 0 or 1: none; else each update's gradient is multiplied by it

@@ -2,9 +2,10 @@
  * parameter inside its backward pass (fused-opt schedule): no grads region
  * holds every gradient at once, so the emitted step adds each gradient's sum
  * of squares just before the update that reads it (when ctx->gnorm_sq is
- * set: the trainer does so under --log and --grad-clip), and the trainer
- * takes the square root after the step. The sums are in double, one
- * gc_device_sumsq per tensor in schedule order: the same bits every run.
+ * set: the trainer does so under --log and --grad-clip), on the device
+ * without waiting (gc_device_sumsq_add); the trainer reads the total once
+ * after the step and takes the square root. The sums are in double, added
+ * tensor by tensor in schedule order: the same bits every run.
  *
  * Clipping by that norm (--grad-clip) runs the step twice (LOMO's norm
  * pass): first with ctx->norm_pass set, where the updates only add up the
@@ -14,10 +15,10 @@
  */
 #include "gc_runtime.h"
 
-void gc_update_sumsq(const gc_adamw_tensor *u, int n, double *acc)
+void gc_update_sumsq(const gc_adamw_tensor *u, int n)
 {
     for (int i = 0; i < n; i++)
-        *acc += gc_device_sumsq(u[i].g, u[i].n);
+        gc_device_sumsq_add(u[i].g, u[i].n);
 }
 
 void gc_update_apply(const gc_adamw_tensor *u, int n, const gc_ctx *ctx)

@@ -66,17 +66,17 @@ void gcrt_group_stop(gcrt_run *st, int *stop, int *log_bad)
 }
 
 /* This rank's share of the squared global norm of the gradients the updates
- * read (UPD_GRADS), on the device after the backward. */
+ * read (UPD_GRADS), on the device after the backward: one wait. */
 static double local_sumsq(gcrt_run *st)
 {
     const gc_program *p = st->prog;
-    double s = 0;
+    gc_device_sumsq_reset();
     for (int i = 0; i < p->nupd_grads; i++) {
         const gc_grad_ref *g = &p->upd_grads[i];
         if ((g->sharded & 2 || st->ctx.tp_rank == 0) && (g->sharded & 1 || st->ctx.dp_rank == 0))
-            s += gc_device_sumsq((const float *)(st->ctx.region[g->region] + g->offset), g->n);
+            gc_device_sumsq_add((const float *)(st->ctx.region[g->region] + g->offset), g->n);
     }
-    return s;
+    return gc_device_sumsq_read();
 }
 
 static void scale_grads(gcrt_run *st, float s)
@@ -116,13 +116,14 @@ static void step_fused(gcrt_run *st, gcrt_step_info *si)
         gcrt_clipped_fused_step(st, si, group_sum);
         return;
     }
-    double sq = 0;
-    st->ctx.gnorm_sq = st->o.log ? &sq : NULL;   /* --log is given to every rank (rank 0 writes it) */
+    st->ctx.gnorm_sq = st->o.log != NULL;   /* --log is given to every rank (rank 0 writes it) */
+    if (st->ctx.gnorm_sq)
+        gc_device_sumsq_reset();
     if (st->o.skip_nonfinite) {
         si->loss = gcrt_mean_loss(st, gcrt_run_step(st, GC_PHASE_FWD));
         if (!isfinite(si->loss)) {
             si->skipped = 1;
-            st->ctx.gnorm_sq = NULL;
+            st->ctx.gnorm_sq = 0;
             return;
         }
         p->run(&st->ctx, GC_PHASE_BWD | GC_PHASE_OPT);
@@ -130,9 +131,11 @@ static void step_fused(gcrt_run *st, gcrt_step_info *si)
     } else {
         si->loss = gcrt_mean_loss(st, gcrt_run_step(st, GC_PHASE_FWD | GC_PHASE_BWD | GC_PHASE_OPT));
     }
-    if (st->ctx.gnorm_sq)
+    if (st->ctx.gnorm_sq) {
+        double sq = gc_device_sumsq_read();
         si->gnorm = sqrt(group_sum(st, p->optstate_sharded || st->ctx.rank == 0 ? sq : 0.0));
-    st->ctx.gnorm_sq = NULL;
+    }
+    st->ctx.gnorm_sq = 0;
 }
 
 void gcrt_split_step(gcrt_run *st, gcrt_step_info *si)

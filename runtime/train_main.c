@@ -216,22 +216,23 @@ static void release(gcrt_run *st)
 
 int gcrt_micro_batches(const gc_program *p) { return p->micro_batches > 1 ? p->micro_batches : 1; }
 
-/* Micro-batch k's rows of the host batch into the arena. */
+/* Micro-batch k's rows of the host batch into the arena, queued without a
+ * wait: the host batch changes only after the step's loss is read (a wait). */
 static void upload_micro(gcrt_run *st, int k)
 {
     char *arena = st->ctx.region[GC_REGION_ARENA];
     size_t n = (size_t)(st->BT / gcrt_micro_batches(st->prog)), bytes = n * sizeof(int32_t);
-    gc_device_upload(arena + st->prog->tokens_off, st->inputs + (size_t)k * n, bytes);
-    gc_device_upload(arena + st->prog->targets_off, st->targets + (size_t)k * n, bytes);
+    gc_device_upload_async(arena + st->prog->tokens_off, st->inputs + (size_t)k * n, bytes);
+    gc_device_upload_async(arena + st->prog->targets_off, st->targets + (size_t)k * n, bytes);
 }
 
 void gcrt_upload_batch(gcrt_run *st) { upload_micro(st, 0); }
 
 float gcrt_read_loss(gcrt_run *st)
 {
-    float loss;
+    float loss;   /* one wait: the copy is queued after the step's kernels */
+    gc_device_download_async(&loss, st->ctx.region[GC_REGION_ARENA] + st->prog->loss_off, sizeof loss);
     gc_device_sync();
-    gc_device_download(&loss, st->ctx.region[GC_REGION_ARENA] + st->prog->loss_off, sizeof loss);
     return loss;
 }
 
@@ -349,12 +350,13 @@ static void run_fused_step(gcrt_run *st, gcrt_step_info *si)
 void gcrt_clipped_fused_step(gcrt_run *st, gcrt_step_info *si, double (*group_sum)(gcrt_run *, double))
 {
     const gc_program *p = st->prog;
-    double sq = 0;
-    st->ctx.gnorm_sq = &sq;
+    st->ctx.gnorm_sq = 1;   /* the updates add up the squares on the device (grad_norm.c): one read */
+    gc_device_sumsq_reset();
     st->ctx.norm_pass = 1;
     si->loss = gcrt_mean_loss(st, gcrt_run_step(st, GC_PHASE_FWD | GC_PHASE_BWD | GC_PHASE_OPT));
     st->ctx.norm_pass = 0;
-    st->ctx.gnorm_sq = NULL;
+    st->ctx.gnorm_sq = 0;
+    double sq = gc_device_sumsq_read();
     /* split: dp ranks hold the same whole gradients (rank 0's sum counts), zero1-3 ranks their 1/N each;
      * under tp the emitted updates already count each element on one rank (norm_condition) */
     int counts = p->tp > 1 || p->optstate_sharded || st->ctx.rank == 0;
@@ -404,12 +406,13 @@ static void run_step(gcrt_run *st, gcrt_step_info *si)
         gc_device_sync();
         return;
     }
-    double sq = 0;   /* under --log, the updates add up the gradients' squares (grad_norm.c) */
-    st->ctx.gnorm_sq = st->log ? &sq : NULL;
+    st->ctx.gnorm_sq = st->log != NULL;   /* under --log, the updates add up the gradients' squares (grad_norm.c) */
+    if (st->ctx.gnorm_sq)
+        gc_device_sumsq_reset();
     run_fused_step(st, si);
     if (st->ctx.gnorm_sq && !si->skipped)
-        si->gnorm = sqrt(sq);
-    st->ctx.gnorm_sq = NULL;
+        si->gnorm = sqrt(gc_device_sumsq_read());
+    st->ctx.gnorm_sq = 0;
 }
 
 /* A non-finite loss or gradient norm without --skip-nonfinite: the run stops. */

@@ -5,15 +5,8 @@
  *
  * FlashAttention-2 scheme, two paths:
  *   SIMT (fp32 storage; bf16 storage when gc_cuda_attention_wmma() is off
- *   or the device is older than sm_80), fp32 arithmetic:
- *   forward   a block per (64 query rows, head); a thread per row keeps q,
- *             the running max, sum and unnormalised output; K/V tiles of
- *             32 keys pass through shared memory; tiles above the diagonal
- *             are never loaded. Saves y and one lse per row.
- *   backward  two kernels, no atomics (deterministic): dk/dv with a thread
- *             per key walking the query tiles at or below it, dq with a
- *             thread per query row walking the key tiles; both recompute
- *             p = exp(s - lse) and D = rowsum(dy * y).
+ *   or the device is older than sm_80), fp32 arithmetic, specialised by
+ *   head size at compile time: attention_simt.cu.
  *   Tensor cores (bf16 storage, sm_80+; "bf16 on tensor cores" below): the
  *   same blocks and kernels with q k^T, p v, p^T dy, dy v^T, ds^T q and
  *   ds k as nvcuda::wmma 16x16x16 bf16 products with fp32 accumulators;
@@ -21,8 +14,6 @@
  *   The emulator runs it through tests/cuda/shim/mma.h.
  */
 #include <mma.h>
-
-static const long ATT_FWD_ROWS = 64, ATT_TILE = 32;
 
 struct AttGeom {
     long B, NH, T, hs, sb, sh, st, koff, voff, yb, yh, yt;
@@ -35,72 +26,11 @@ static AttGeom att_geom(const long *g)
         fprintf(stderr, "error: attention: head size %ld outside [1, %d]\n", a.hs, GC_ATTENTION_MAXHS);
         exit(1);
     }
+    if (a.B * a.NH > 65535) {   /* the grid's y: one block row per (batch, head) */
+        fprintf(stderr, "error: attention: B*NH = %ld above the grid's 65535\n", a.B * a.NH);
+        exit(1);
+    }
     return a;
-}
-
-/* dst[r*hs + d] = rows[r*st + d] for r < n, 0 for n <= r < ATT_TILE; the
- * block's threads share the work */
-template <class T>
-__device__ void att_load_tile(float *dst, const T *rows, long st, long n, long hs)
-{
-    for (long i = threadIdx.x; i < ATT_TILE * hs; i += blockDim.x) {
-        long r = i / hs, d = i % hs;
-        dst[i] = r < n ? to_f(rows[r * st + d]) : 0.0f;
-    }
-}
-
-template <class T>
-__global__ void attention_fwd_kernel(T *y, float *lse, const T *x, AttGeom g, float scale)
-{
-    __shared__ float ks[ATT_TILE * GC_ATTENTION_MAXHS], vs[ATT_TILE * GC_ATTENTION_MAXHS];
-    long bh = blockIdx.y, b = bh / g.NH, h = bh % g.NH, hs = g.hs;
-    long r0 = (long)blockIdx.x * ATT_FWD_ROWS, row = r0 + threadIdx.x;
-    long last = r0 + ATT_FWD_ROWS < g.T ? r0 + ATT_FWD_ROWS : g.T;   /* rows [r0, last) */
-    const T *q = x + b * g.sb + h * g.sh, *k = q + g.koff, *v = q + g.voff;
-    float qr[GC_ATTENTION_MAXHS], acc[GC_ATTENTION_MAXHS], m = -INFINITY, l = 0.0f;
-    bool live = row < g.T;
-    for (long d = 0; d < hs; d++) {
-        qr[d] = live ? to_f(q[row * g.st + d]) : 0.0f;
-        acc[d] = 0.0f;
-    }
-    for (long c0 = 0; c0 < last; c0 += ATT_TILE) {
-        long nc = last - c0 < ATT_TILE ? last - c0 : ATT_TILE;
-        __syncthreads();                 /* the previous tile's readers are done */
-        att_load_tile(ks, k + c0 * g.st, g.st, nc, hs);
-        att_load_tile(vs, v + c0 * g.st, g.st, nc, hs);
-        __syncthreads();
-        long valid = live ? row - c0 + 1 : 0;
-        if (valid > nc)
-            valid = nc;
-        float s[ATT_TILE], mx = m;
-        for (long c = 0; c < valid; c++) {
-            float dot = 0.0f;
-            for (long d = 0; d < hs; d++)
-                dot += qr[d] * ks[c * hs + d];
-            s[c] = dot * scale;
-            mx = fmaxf(mx, s[c]);
-        }
-        if (valid <= 0)
-            continue;
-        float corr = expf(m - mx), sum = 0.0f;
-        for (long d = 0; d < hs; d++)
-            acc[d] *= corr;
-        for (long c = 0; c < valid; c++) {
-            float p = expf(s[c] - mx);
-            sum += p;
-            for (long d = 0; d < hs; d++)
-                acc[d] += p * vs[c * hs + d];
-        }
-        l = l * corr + sum;
-        m = mx;
-    }
-    if (!live)
-        return;
-    float inv = 1.0f / l;
-    T *yr = y + b * g.yb + h * g.yh + row * g.yt;
-    for (long d = 0; d < hs; d++)
-        store(yr + d, acc[d] * inv);
-    lse[bh * g.T + row] = m + logf(l);
 }
 
 /* D = dy . y of one row */
@@ -112,108 +42,7 @@ template <class T> __device__ float att_rowdot(const T *dy, const T *y, long hs)
     return s;
 }
 
-/* dk, dv: a thread per key, a block per ATT_TILE keys of one head */
-template <class T>
-__global__ void attention_dkdv_kernel(T *dx, const T *dy, const T *x, const T *y, const float *lse, AttGeom g,
-                                      float scale, int acc)
-{
-    __shared__ float qs[ATT_TILE * GC_ATTENTION_MAXHS], dys[ATT_TILE * GC_ATTENTION_MAXHS], ls[ATT_TILE],
-        Ds[ATT_TILE];
-    long bh = blockIdx.y, b = bh / g.NH, h = bh % g.NH, hs = g.hs;
-    long c0 = (long)blockIdx.x * ATT_TILE, col = c0 + threadIdx.x;
-    bool live = col < g.T;
-    long hoff = b * g.sb + h * g.sh, yoff = b * g.yb + h * g.yh;
-    const T *q = x + hoff;
-    float kc[GC_ATTENTION_MAXHS], vc[GC_ATTENTION_MAXHS], dk[GC_ATTENTION_MAXHS], dv[GC_ATTENTION_MAXHS];
-    for (long d = 0; d < hs; d++) {
-        kc[d] = live ? to_f(q[g.koff + col * g.st + d]) : 0.0f;
-        vc[d] = live ? to_f(q[g.voff + col * g.st + d]) : 0.0f;
-        dk[d] = dv[d] = 0.0f;
-    }
-    for (long r0 = c0; r0 < g.T; r0 += ATT_TILE) {
-        long nr = g.T - r0 < ATT_TILE ? g.T - r0 : ATT_TILE;
-        __syncthreads();
-        att_load_tile(qs, q + r0 * g.st, g.st, nr, hs);
-        att_load_tile(dys, dy + yoff + r0 * g.yt, g.yt, nr, hs);
-        for (long r = threadIdx.x; r < ATT_TILE; r += blockDim.x) {
-            ls[r] = r < nr ? lse[bh * g.T + r0 + r] : 0.0f;
-            Ds[r] = r < nr ? att_rowdot(dy + yoff + (r0 + r) * g.yt, y + yoff + (r0 + r) * g.yt, hs) : 0.0f;
-        }
-        __syncthreads();
-        if (!live)
-            continue;
-        for (long r = col - r0 > 0 ? col - r0 : 0; r < nr; r++) {   /* rows at or below the key */
-            const float *qi = qs + r * hs, *dyi = dys + r * hs;
-            float s = 0.0f, dp = 0.0f;
-            for (long d = 0; d < hs; d++) {
-                s += qi[d] * kc[d];
-                dp += dyi[d] * vc[d];
-            }
-            float p = expf(s * scale - ls[r]), ds = p * (dp - Ds[r]) * scale;
-            for (long d = 0; d < hs; d++) {
-                dv[d] += p * dyi[d];
-                dk[d] += ds * qi[d];
-            }
-        }
-    }
-    if (!live)
-        return;
-    T *dkx = dx + hoff + g.koff + col * g.st, *dvx = dx + hoff + g.voff + col * g.st;
-    for (long d = 0; d < hs; d++) {
-        put(dkx + d, dk[d], acc);
-        put(dvx + d, dv[d], acc);
-    }
-}
-
-/* dq: a thread per query row, a block per ATT_TILE rows of one head */
-template <class T>
-__global__ void attention_dq_kernel(T *dx, const T *dy, const T *x, const T *y, const float *lse, AttGeom g,
-                                    float scale, int acc)
-{
-    __shared__ float ks[ATT_TILE * GC_ATTENTION_MAXHS], vs[ATT_TILE * GC_ATTENTION_MAXHS];
-    long bh = blockIdx.y, b = bh / g.NH, h = bh % g.NH, hs = g.hs;
-    long r0 = (long)blockIdx.x * ATT_TILE, row = r0 + threadIdx.x;
-    long last = r0 + ATT_TILE < g.T ? r0 + ATT_TILE : g.T;
-    bool live = row < g.T;
-    long hoff = b * g.sb + h * g.sh, yoff = b * g.yb + h * g.yh;
-    const T *q = x + hoff;
-    float qr[GC_ATTENTION_MAXHS], dyr[GC_ATTENTION_MAXHS], dq[GC_ATTENTION_MAXHS], lr = 0.0f, D = 0.0f;
-    if (live) {
-        lr = lse[bh * g.T + row];
-        D = att_rowdot(dy + yoff + row * g.yt, y + yoff + row * g.yt, hs);
-    }
-    for (long d = 0; d < hs; d++) {
-        qr[d] = live ? to_f(q[row * g.st + d]) : 0.0f;
-        dyr[d] = live ? to_f(dy[yoff + row * g.yt + d]) : 0.0f;
-        dq[d] = 0.0f;
-    }
-    for (long c0 = 0; c0 < last; c0 += ATT_TILE) {
-        long nc = last - c0 < ATT_TILE ? last - c0 : ATT_TILE;
-        __syncthreads();
-        att_load_tile(ks, q + g.koff + c0 * g.st, g.st, nc, hs);
-        att_load_tile(vs, q + g.voff + c0 * g.st, g.st, nc, hs);
-        __syncthreads();
-        long valid = live ? row - c0 + 1 : 0;
-        if (valid > nc)
-            valid = nc;
-        for (long c = 0; c < valid; c++) {
-            const float *kc = ks + c * hs, *vc = vs + c * hs;
-            float s = 0.0f, dp = 0.0f;
-            for (long d = 0; d < hs; d++) {
-                s += qr[d] * kc[d];
-                dp += dyr[d] * vc[d];
-            }
-            float p = expf(s * scale - lr), ds = p * (dp - D) * scale;
-            for (long d = 0; d < hs; d++)
-                dq[d] += ds * kc[d];
-        }
-    }
-    if (!live)
-        return;
-    T *dqx = dx + hoff + row * g.st;
-    for (long d = 0; d < hs; d++)
-        put(dqx + d, dq[d], acc);
-}
+#include "attention_simt.cu"
 
 /* ---------------------------------------------------------------- bf16 on tensor cores */
 /* The same scheme with every product on tensor cores through nvcuda::wmma
@@ -235,7 +64,6 @@ __global__ void attention_dq_kernel(T *dx, const T *dy, const T *x, const T *y, 
 enum {
     AW = 16,                          /* the WMMA tile */
     AW_NF = GC_ATTENTION_MAXHS / AW,  /* 16-wide head chunks, at most */
-    AW_LD = GC_ATTENTION_MAXHS + 8,   /* bf16 row stride of Q/K/V/dO tiles (hsp + 8 at run time) */
     AW_WARPS = 2,
     AW_ROWS = AW_WARPS * AW,          /* query rows (forward, dq) or keys (dk/dv) per block */
     AW_KEYS = 32,                     /* keys (forward, dq) or query rows (dk/dv) per tile: 2 WMMA columns */
@@ -244,20 +72,33 @@ enum {
 };
 static_assert(GC_ATTENTION_MAXHS % AW == 0 && AW_KEYS == 2 * AW && AW_ROWS == AW_KEYS, "attention WMMA tiles");
 
-struct AttFwdShared {   /* 33,280 bytes */
-    alignas(32) gc_bf16 a[AW_ROWS * AW_LD];                       /* q: this block's rows */
-    alignas(32) gc_bf16 k[AW_KEYS * AW_LD], v[AW_KEYS * AW_LD];
+/* Specialised by head size at compile time: NFM 16-wide chunks at most (4:
+ * hs <= 64, GPT-2's; 8: hs <= 128), which sizes the register accumulators
+ * (o, dk, dv, dq) and the tiles' bf16 row stride LD = 16 NFM + 8. */
+template <int NFM> struct AttFwdShared {   /* NFM = 8: 33,280 bytes; 4: 20,992 */
+    static const int LD = NFM * AW + 8;
+    alignas(32) gc_bf16 a[AW_ROWS * LD];                          /* q: this block's rows */
+    alignas(32) gc_bf16 k[AW_KEYS * LD], v[AW_KEYS * LD];
     alignas(32) float s[AW_WARPS][AW * AW_SLD];                   /* a warp's scores; its output chunks */
     alignas(32) gc_bf16 p[AW_WARPS][AW * AW_PLD];
 };
-struct AttBwdShared {   /* 44,800 bytes */
-    alignas(32) gc_bf16 a[AW_ROWS * AW_LD], b[AW_ROWS * AW_LD];   /* q, dy: the tile's rows */
-    alignas(32) gc_bf16 k[AW_KEYS * AW_LD], v[AW_KEYS * AW_LD];   /* k, v (dk/dv: this block's keys) */
+template <int NFM> struct AttBwdShared {   /* dk/dv; NFM = 8: 44,544 bytes; 4: 28,160 (8 blocks per SM) */
+    static const int LD = NFM * AW + 8;
+    alignas(32) gc_bf16 a[AW_ROWS * LD], b[AW_ROWS * LD];         /* q, dy: the tile's rows */
+    alignas(32) gc_bf16 k[AW_KEYS * LD], v[AW_KEYS * LD];         /* this block's keys */
     alignas(32) float s[AW_WARPS][AW * AW_SLD];
-    alignas(32) gc_bf16 p[AW_WARPS][AW * AW_PLD], ds[AW_WARPS][AW * AW_PLD];   /* p: dk/dv only */
+    alignas(32) gc_bf16 p[AW_WARPS][AW * AW_PLD], ds[AW_WARPS][AW * AW_PLD];
+};
+template <int NFM> struct AttDqShared {    /* NFM = 8: 42,240 bytes; 4: 25,856 */
+    static const int LD = NFM * AW + 8;
+    alignas(32) gc_bf16 a[AW_ROWS * LD], b[AW_ROWS * LD];         /* q, dy: this block's rows */
+    alignas(32) gc_bf16 k[AW_KEYS * LD], v[AW_KEYS * LD];         /* the tile's keys */
+    alignas(32) float s[AW_WARPS][AW * AW_SLD];
+    alignas(32) gc_bf16 ds[AW_WARPS][AW * AW_PLD];
     float lse[AW_ROWS], D[AW_ROWS];
 };
-static_assert(sizeof(AttBwdShared) <= 48 * 1024, "static shared memory above 48 KiB");
+static_assert(sizeof(AttBwdShared<AW_NF>) <= 48 * 1024 && sizeof(AttDqShared<AW_NF>) <= 48 * 1024,
+              "static shared memory above 48 KiB");
 
 /* dst[r*ld + d] = rows[r*st + d] for r < n, d < hs; zero elsewhere up to nr
  * rows and hsp columns; the block's threads share the work */
@@ -327,11 +168,12 @@ static __device__ __forceinline__ long aw_min(long a, long b) { return a < b ? a
 
 /* forward: a block per (AW_ROWS query rows, head); lane = (row i, 16 of the
  * tile's keys), so the two lanes of a row combine max and sum by one shuffle */
-static __global__ void __launch_bounds__(AW_WARPS * 32)
+template <int NFM>
+__global__ void __launch_bounds__(AW_WARPS * 32)
     attention_fwd_wmma_kernel(gc_bf16 *y, float *lse, const gc_bf16 *x, AttGeom g, float scale)
 {
 #ifndef AW_NO_BF16_MMA
-    __shared__ AttFwdShared sm;
+    __shared__ AttFwdShared<NFM> sm;
     int w = threadIdx.x / 32, lane = threadIdx.x % 32, i = lane / 2, half = lane % 2;
     long bh = blockIdx.y, b = bh / g.NH, h = bh % g.NH, hs = g.hs;
     int nf = (int)((hs + AW - 1) / AW), hsp = nf * AW, ld = hsp + 8;
@@ -341,9 +183,9 @@ static __global__ void __launch_bounds__(AW_WARPS * 32)
     float *ss = sm.s[w];
     gc_bf16 *ps = sm.p[w];
     aw_load_tile(sm.a, q + r0 * g.st, g.st, last - r0, hs, AW_ROWS, hsp, ld);
-    float o[AW_NF][8], m = -INFINITY, l = 0.0f;
+    float o[NFM][8], m = -INFINITY, l = 0.0f;
 #pragma unroll
-    for (int f = 0; f < AW_NF; f++)
+    for (int f = 0; f < NFM; f++)
         for (int e = 0; e < 8; e++)
             o[f][e] = 0.0f;
     for (long c0 = 0; c0 < last; c0 += AW_KEYS) {
@@ -374,7 +216,7 @@ static __global__ void __launch_bounds__(AW_WARPS * 32)
         m = mx;
         __syncwarp();   /* p written, the scores read */
 #pragma unroll
-        for (int f = 0; f < AW_NF; f++) {
+        for (int f = 0; f < NFM; f++) {
             if (f >= nf)
                 break;
             AwC c;
@@ -392,7 +234,7 @@ static __global__ void __launch_bounds__(AW_WARPS * 32)
     float inv = 1.0f / l;
     gc_bf16 *yr = y + b * g.yb + h * g.yh + row * g.yt;
 #pragma unroll
-    for (int f = 0; f < AW_NF; f++)
+    for (int f = 0; f < NFM; f++)
         for (int e = 0; e < 8; e++)
             if (f * AW + half * 8 + e < hs)
                 yr[f * AW + half * 8 + e] = __float2bfloat16(o[f][e] * inv);
@@ -404,12 +246,13 @@ static __global__ void __launch_bounds__(AW_WARPS * 32)
 /* dk, dv: a block per (AW_ROWS keys, head), a warp per 16 keys; walks the
  * query tiles at or below its keys: s^T = k q^T, p, dp^T = v dy^T, ds;
  * dv += p^T dy, dk += ds^T q in accumulators */
-static __global__ void __launch_bounds__(AW_WARPS * 32)
+template <int NFM>
+__global__ void __launch_bounds__(AW_WARPS * 32, NFM <= 4 ? 8 : 1)   /* hs <= 64: 16 warps per SM */
     attention_dkdv_wmma_kernel(gc_bf16 *dx, const gc_bf16 *dy, const gc_bf16 *x, const gc_bf16 *y, const float *lse,
                                AttGeom g, float scale, int acc)
 {
 #ifndef AW_NO_BF16_MMA
-    __shared__ AttBwdShared sm;
+    __shared__ AttBwdShared<NFM> sm;
     int w = threadIdx.x / 32, lane = threadIdx.x % 32, i = lane / 2, half = lane % 2;
     long bh = blockIdx.y, b = bh / g.NH, h = bh % g.NH, hs = g.hs;
     int nf = (int)((hs + AW - 1) / AW), hsp = nf * AW, ld = hsp + 8;
@@ -419,9 +262,9 @@ static __global__ void __launch_bounds__(AW_WARPS * 32)
     float *ss = sm.s[w];
     aw_load_tile(sm.k, q + g.koff + c0 * g.st, g.st, aw_min(AW_ROWS, g.T - c0), hs, AW_ROWS, hsp, ld);
     aw_load_tile(sm.v, q + g.voff + c0 * g.st, g.st, aw_min(AW_ROWS, g.T - c0), hs, AW_ROWS, hsp, ld);
-    AwC dk[AW_NF], dv[AW_NF];
+    AwC dk[NFM], dv[NFM];
 #pragma unroll
-    for (int f = 0; f < AW_NF; f++) {
+    for (int f = 0; f < NFM; f++) {
         wm::fill_fragment(dk[f], 0.0f);
         wm::fill_fragment(dv[f], 0.0f);
     }
@@ -430,19 +273,21 @@ static __global__ void __launch_bounds__(AW_WARPS * 32)
         __syncthreads();
         aw_load_tile(sm.a, q + r0 * g.st, g.st, nr, hs, AW_KEYS, hsp, ld);
         aw_load_tile(sm.b, dy + yoff + r0 * g.yt, g.yt, nr, hs, AW_KEYS, hsp, ld);
-        for (int r = threadIdx.x; r < AW_KEYS; r += blockDim.x) {
-            sm.lse[r] = r < nr ? lse[bh * g.T + r0 + r] : 0.0f;
-            sm.D[r] = r < nr ? att_rowdot(dy + yoff + (r0 + r) * g.yt, y + yoff + (r0 + r) * g.yt, hs) : 0.0f;
-        }
         __syncthreads();
         if (kw >= g.T)
             continue;   /* the warp's keys are padding */
+        /* lane L holds lse and D of the tile's row r0 + L; the lanes that need them read them by
+           shuffles (no shared arrays: at hs <= 64, 8 blocks fit an SM) */
+        long rl = r0 + lane;
+        float lse_l = rl < g.T ? lse[bh * g.T + rl] : 0.0f;
+        float D_l = rl < g.T ? att_rowdot(dy + yoff + rl * g.yt, y + yoff + rl * g.yt, hs) : 0.0f;
         aw_abt(ss, sm.k + w * AW * ld, sm.a, nf, ld);   /* s^T: 16 keys x AW_KEYS rows */
         __syncwarp();
         float pv[AW];
         for (int c = 0; c < AW; c++) {
             int r = half * AW + c;
-            pv[c] = r0 + r < g.T && key <= r0 + r ? expf(ss[i * AW_SLD + r] * scale - sm.lse[r]) : 0.0f;
+            float lr = __shfl_sync(FULL_MASK, lse_l, r);
+            pv[c] = r0 + r < g.T && key <= r0 + r ? expf(ss[i * AW_SLD + r] * scale - lr) : 0.0f;
             sm.p[w][i * AW_PLD + r] = __float2bfloat16(pv[c]);
         }
         __syncwarp();
@@ -450,11 +295,12 @@ static __global__ void __launch_bounds__(AW_WARPS * 32)
         __syncwarp();
         for (int c = 0; c < AW; c++) {
             int r = half * AW + c;
-            sm.ds[w][i * AW_PLD + r] = __float2bfloat16(pv[c] * (ss[i * AW_SLD + r] - sm.D[r]) * scale);
+            float Dr = __shfl_sync(FULL_MASK, D_l, r);
+            sm.ds[w][i * AW_PLD + r] = __float2bfloat16(pv[c] * (ss[i * AW_SLD + r] - Dr) * scale);
         }
         __syncwarp();
 #pragma unroll
-        for (int f = 0; f < AW_NF; f++) {
+        for (int f = 0; f < NFM; f++) {
             if (f >= nf)
                 break;
             aw_pb(dv[f], sm.p[w], sm.b + f * AW, ld);
@@ -464,7 +310,7 @@ static __global__ void __launch_bounds__(AW_WARPS * 32)
     if (kw >= g.T)
         return;
 #pragma unroll
-    for (int f = 0; f < AW_NF; f++) {
+    for (int f = 0; f < NFM; f++) {
         if (f >= nf)
             break;
         aw_put_chunk(dx + hoff + g.koff, g.st, ss, dk[f], kw, g.T, f * AW, hs, acc);
@@ -476,12 +322,13 @@ static __global__ void __launch_bounds__(AW_WARPS * 32)
 /* dq: a block per (AW_ROWS query rows, head), a warp per 16 rows; walks the
  * key tiles at or left of the diagonal: s = q k^T, p, dp = dy v^T, ds;
  * dq += ds k in accumulators */
-static __global__ void __launch_bounds__(AW_WARPS * 32)
+template <int NFM>
+__global__ void __launch_bounds__(AW_WARPS * 32)
     attention_dq_wmma_kernel(gc_bf16 *dx, const gc_bf16 *dy, const gc_bf16 *x, const gc_bf16 *y, const float *lse,
                              AttGeom g, float scale, int acc)
 {
 #ifndef AW_NO_BF16_MMA
-    __shared__ AttBwdShared sm;
+    __shared__ AttDqShared<NFM> sm;
     int w = threadIdx.x / 32, lane = threadIdx.x % 32, i = lane / 2, half = lane % 2;
     long bh = blockIdx.y, b = bh / g.NH, h = bh % g.NH, hs = g.hs;
     int nf = (int)((hs + AW - 1) / AW), hsp = nf * AW, ld = hsp + 8;
@@ -496,9 +343,9 @@ static __global__ void __launch_bounds__(AW_WARPS * 32)
         sm.lse[r] = r0 + r < g.T ? lse[bh * g.T + r0 + r] : 0.0f;
         sm.D[r] = r0 + r < g.T ? att_rowdot(dy + yoff + (r0 + r) * g.yt, y + yoff + (r0 + r) * g.yt, hs) : 0.0f;
     }
-    AwC dq[AW_NF];
+    AwC dq[NFM];
 #pragma unroll
-    for (int f = 0; f < AW_NF; f++)
+    for (int f = 0; f < NFM; f++)
         wm::fill_fragment(dq[f], 0.0f);
     for (long c0 = 0; c0 < last; c0 += AW_KEYS) {
         long nc = aw_min(AW_KEYS, last - c0);
@@ -524,7 +371,7 @@ static __global__ void __launch_bounds__(AW_WARPS * 32)
                 __float2bfloat16(pv[c] * (ss[i * AW_SLD + half * AW + c] - D) * scale);
         __syncwarp();
 #pragma unroll
-        for (int f = 0; f < AW_NF; f++) {
+        for (int f = 0; f < NFM; f++) {
             if (f >= nf)
                 break;
             aw_pb(dq[f], sm.ds[w], sm.k + f * AW, ld);
@@ -533,7 +380,7 @@ static __global__ void __launch_bounds__(AW_WARPS * 32)
     if (rw >= g.T)
         return;
 #pragma unroll
-    for (int f = 0; f < AW_NF; f++) {
+    for (int f = 0; f < NFM; f++) {
         if (f >= nf)
             break;
         aw_put_chunk(dx + hoff, g.st, ss, dq[f], rw, g.T, f * AW, hs, acc);
@@ -549,36 +396,23 @@ int gc_cuda_attention_wmma(void) { return att_wmma && gc_cuda_cc_major() >= 8; }
 static void attention_fwd_wmma(gc_bf16 *y, float *lse, const gc_bf16 *x, const AttGeom &g, float scale)
 {
     dim3 grid(ceil_div(g.T, (long)AW_ROWS), (unsigned)(g.B * g.NH));
-    GC_LAUNCH(attention_fwd_wmma_kernel, grid, AW_WARPS * 32, 0, y, lse, x, g, scale);
+    if (g.hs <= 4 * AW)
+        GC_LAUNCH(attention_fwd_wmma_kernel<4>, grid, AW_WARPS * 32, 0, y, lse, x, g, scale);
+    else
+        GC_LAUNCH(attention_fwd_wmma_kernel<AW_NF>, grid, AW_WARPS * 32, 0, y, lse, x, g, scale);
 }
 
 static void attention_bwd_wmma(gc_bf16 *dx, const gc_bf16 *dy, const gc_bf16 *x, const gc_bf16 *y, const float *lse,
                                const AttGeom &g, float scale, int acc)
 {
     dim3 grid(ceil_div(g.T, (long)AW_ROWS), (unsigned)(g.B * g.NH));
-    GC_LAUNCH(attention_dkdv_wmma_kernel, grid, AW_WARPS * 32, 0, dx, dy, x, y, lse, g, scale, acc & 1);
-    GC_LAUNCH(attention_dq_wmma_kernel, grid, AW_WARPS * 32, 0, dx, dy, x, y, lse, g, scale, acc & 1);
-}
-
-template <class T> static void attention_fwd(T *y, float *lse, const T *x, const long *geom, float scale)
-{
-    AttGeom g = att_geom(geom);
-    if (g.B * g.NH <= 0 || g.T <= 0)
-        return;
-    dim3 grid(ceil_div(g.T, ATT_FWD_ROWS), (unsigned)(g.B * g.NH));
-    GC_LAUNCH(attention_fwd_kernel<T>, grid, ATT_FWD_ROWS, 0, y, lse, x, g, scale);
-}
-
-template <class T>
-static void attention_bwd(T *dx, const T *dy, const T *x, const T *y, const float *lse, const long *geom, float scale,
-                          int acc)
-{
-    AttGeom g = att_geom(geom);
-    if (g.B * g.NH <= 0 || g.T <= 0)
-        return;
-    dim3 grid(ceil_div(g.T, ATT_TILE), (unsigned)(g.B * g.NH));
-    GC_LAUNCH(attention_dkdv_kernel<T>, grid, ATT_TILE, 0, dx, dy, x, y, lse, g, scale, acc & 1);
-    GC_LAUNCH(attention_dq_kernel<T>, grid, ATT_TILE, 0, dx, dy, x, y, lse, g, scale, acc & 1);
+    if (g.hs <= 4 * AW) {
+        GC_LAUNCH(attention_dkdv_wmma_kernel<4>, grid, AW_WARPS * 32, 0, dx, dy, x, y, lse, g, scale, acc & 1);
+        GC_LAUNCH(attention_dq_wmma_kernel<4>, grid, AW_WARPS * 32, 0, dx, dy, x, y, lse, g, scale, acc & 1);
+    } else {
+        GC_LAUNCH(attention_dkdv_wmma_kernel<AW_NF>, grid, AW_WARPS * 32, 0, dx, dy, x, y, lse, g, scale, acc & 1);
+        GC_LAUNCH(attention_dq_wmma_kernel<AW_NF>, grid, AW_WARPS * 32, 0, dx, dy, x, y, lse, g, scale, acc & 1);
+    }
 }
 
 void gc_attention_fwd(gc_real *y, gc_real *lse, const gc_real *x, const long *geom, float scale)

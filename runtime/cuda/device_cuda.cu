@@ -143,6 +143,18 @@ void gc_device_upload(void *dst, const void *src, size_t bytes)
     GC_CUDA_CHECK(cudaStreamSynchronize(gc_stream));
 }
 
+void gc_device_upload_async(void *dst, const void *src, size_t bytes)
+{
+    if (bytes)
+        GC_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, gc_stream));
+}
+
+void gc_device_download_async(void *dst, const void *src, size_t bytes)
+{
+    if (bytes)
+        GC_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, gc_stream));
+}
+
 void gc_device_download(void *dst, const void *src, size_t bytes)
 {
     if (!bytes)
@@ -163,9 +175,10 @@ void gc_cuda_check_errors(void)
     exit(1);
 }
 
+/* One wait: gc_cuda_check_errors copies the error flag on gc_stream and
+ * waits for it, so for everything queued before it. */
 void gc_device_sync(void)
 {
-    GC_CUDA_CHECK(cudaStreamSynchronize(gc_stream));
     gc_cuda_check_errors();
 }
 
@@ -173,35 +186,58 @@ void gc_device_sync(void)
 
 enum { SUMSQ_BLOCKS = 256, SUMSQ_THREADS = 256 };
 
-/* part[b] = sum of x[i]^2 over the grid-stride share of block b, in double;
- * the host adds the parts in block order, so the result is deterministic.
- * nv 16-byte vectors of 4 (gc_cuda.h; 0 when x is misaligned), then the
- * remaining elements one by one. */
-static __global__ void gc_sumsq_kernel(double *part, const float *x, long n, long nv)
+/* The device-side total (gc_runtime.h, gc_device_sumsq_add): sum the
+ * running total, parts[b] block b's share of the tensor being added, done the
+ * count of blocks finished with it (the last one resets it). */
+typedef struct {
+    double sum;
+    double parts[SUMSQ_BLOCKS];
+    unsigned done;
+} gc_sumsq_acc;
+
+/* acc->sum += sum of x[i]^2 (= when first), in double, deterministic: each
+ * block writes its grid-stride share to acc->parts[b]; the block that
+ * finishes last adds the parts in block order to acc->sum (the same bits as
+ * the host adding them in order). nv 16-byte vectors of 4 (gc_cuda.h; 0 when x is misaligned),
+ * then the remaining elements one by one. */
+static __global__ void gc_sumsq_kernel(gc_sumsq_acc *acc, const float *x, long n, long nv, int first)
 {
     __shared__ double s[SUMSQ_THREADS];
-    double acc = 0;
+    __shared__ int last;
+    double a = 0;
     long items = nv + (n - nv * 4), stride = (long)gridDim.x * blockDim.x;
     for (long t = (long)blockIdx.x * blockDim.x + threadIdx.x; t < items; t += stride) {
         float v[4];
         if (t < nv) {
             gc_vload<4>(v, x + t * 4);
             for (int k = 0; k < 4; k++)
-                acc += (double)v[k] * (double)v[k];
+                a += (double)v[k] * (double)v[k];
         } else {
             float xi = x[nv * 4 + (t - nv)];
-            acc += (double)xi * (double)xi;
+            a += (double)xi * (double)xi;
         }
     }
-    s[threadIdx.x] = acc;
+    s[threadIdx.x] = a;
     __syncthreads();
     for (int w = SUMSQ_THREADS / 2; w > 0; w /= 2) {
         if ((int)threadIdx.x < w)
             s[threadIdx.x] += s[threadIdx.x + w];
         __syncthreads();
     }
-    if (threadIdx.x == 0)
-        part[blockIdx.x] = s[0];
+    if (threadIdx.x == 0) {
+        acc->parts[blockIdx.x] = s[0];
+        __threadfence();   /* the part is visible before this block counts as done */
+        last = atomicAdd(&acc->done, 1u) == gridDim.x - 1;
+    }
+    __syncthreads();
+    if (last && threadIdx.x == 0) {
+        const volatile double *parts = acc->parts;   /* written by other blocks: not from L1 */
+        double sum = 0;
+        for (unsigned b = 0; b < gridDim.x; b++)
+            sum += parts[b];
+        acc->sum = first ? sum : acc->sum + sum;
+        acc->done = 0;
+    }
 }
 
 /* x *= s; vectors as gc_sumsq_kernel */
@@ -232,19 +268,43 @@ static int sumsq_blocks(const float *x, long n)
     return b < 1 ? 1 : b > SUMSQ_BLOCKS ? SUMSQ_BLOCKS : (int)b;
 }
 
+static gc_sumsq_acc *sumsq_acc;   /* allocated (zero) on first use */
+static int sumsq_first = 1;       /* reset since the last add: the next add overwrites the total
+                                     (a reset costs no launch) */
+
+static gc_sumsq_acc *the_acc(void)
+{
+    if (!sumsq_acc)
+        sumsq_acc = (gc_sumsq_acc *)gc_device_alloc(sizeof *sumsq_acc);
+    return sumsq_acc;
+}
+
+void gc_device_sumsq_reset(void) { sumsq_first = 1; }
+
+void gc_device_sumsq_add(const float *x, long n)
+{
+    GC_LAUNCH(gc_sumsq_kernel, sumsq_blocks(x, n), SUMSQ_THREADS, 0, the_acc(), x, n, gc_al16(x) ? n / 4 : 0L,
+              sumsq_first);
+    sumsq_first = 0;
+}
+
+const double *gc_device_sumsq_total_ptr(void) { return &the_acc()->sum; }
+
+double gc_device_sumsq_read(void)
+{
+    double sum;
+    if (sumsq_first)   /* nothing added since the reset */
+        return 0.0;
+    gc_device_download_async(&sum, &the_acc()->sum, sizeof sum);
+    gc_device_sync();
+    return sum;
+}
+
 double gc_device_sumsq(const float *x, long n)
 {
-    static double *part;
-    double host[SUMSQ_BLOCKS];
-    int nb = sumsq_blocks(x, n);
-    if (!part)
-        GC_CUDA_CHECK(cudaMalloc((void **)&part, SUMSQ_BLOCKS * sizeof(double)));
-    GC_LAUNCH(gc_sumsq_kernel, nb, SUMSQ_THREADS, 0, part, x, n, gc_al16(x) ? n / 4 : 0L);
-    gc_device_download(host, part, (size_t)nb * sizeof(double));
-    double sum = 0;
-    for (int b = 0; b < nb; b++)
-        sum += host[b];
-    return sum;
+    gc_device_sumsq_reset();
+    gc_device_sumsq_add(x, n);
+    return gc_device_sumsq_read();
 }
 
 void gc_device_scale(float *x, long n, float s)

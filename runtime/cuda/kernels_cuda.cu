@@ -352,7 +352,9 @@ static void plan_build(MatmulPlan *p)
     cublasStatus_t s =
         cublasLtMatmulAlgoGetHeuristic(gc_cublaslt, p->desc, p->la, p->lb, p->lc, p->lc, pref, 1, &res, &nres);
     GC_CUBLAS_CHECK(cublasLtMatmulPreferenceDestroy(pref));
-    if (p->gelu && (s == CUBLAS_STATUS_NOT_SUPPORTED || (s == CUBLAS_STATUS_SUCCESS && nres < 1))) {
+    /* a GELU epilogue without an algorithm: NOT_SUPPORTED, or INVALID_VALUE from some cuBLASLt versions */
+    if (p->gelu && (s == CUBLAS_STATUS_NOT_SUPPORTED || s == CUBLAS_STATUS_INVALID_VALUE ||
+                    (s == CUBLAS_STATUS_SUCCESS && nres < 1))) {
         p->unsupported = 1;   /* the caller runs the plain matmul and a GELU kernel */
         return;
     }
@@ -510,22 +512,58 @@ __device__ __forceinline__ float gelu_grad_f(float x)
     float th = tanhf(0.7978845608028654f * (x + cube));
     return 0.5f * (1.0f + th) + x * 0.5f * (1.0f - th * th) * 0.7978845608028654f * (1.0f + 3.0f * 0.044715f * x * x);
 }
-/* h = gelu(pre) */
-template <class T> __global__ void gelu_kernel(T *h, const T *pre, long n)
+/* h = gelu(pre): nv 16-byte vectors (vec_items), then one element per item */
+template <class T> __global__ void gelu_kernel(T *h, const T *pre, long n, long nv)
 {
-    long e = (long)blockIdx.x * blockDim.x + threadIdx.x;
+    const int V = VecN<T>::N;
+    long t = (long)blockIdx.x * blockDim.x + threadIdx.x;
+    if (t < nv) {
+        float w[V];
+        gc_vload<V>(w, pre + t * V);
+#pragma unroll
+        for (int k = 0; k < V; k++)
+            w[k] = gelu_f(w[k]);
+        gc_vstore<V>(h + t * V, w);
+        return;
+    }
+    long e = nv * V + (t - nv);
     if (e < n)
         store(h + e, gelu_f(to_f(pre[e])));
 }
-/* d *= gelu'(pre), h = gelu(pre) */
-template <class T> __global__ void dgelu_kernel(T *d, T *h, const T *pre, long n)
+/* d *= gelu'(pre), h = gelu(pre); vectors as gelu_kernel */
+template <class T> __global__ void dgelu_kernel(T *d, T *h, const T *pre, long n, long nv)
 {
-    long e = (long)blockIdx.x * blockDim.x + threadIdx.x;
+    const int V = VecN<T>::N;
+    long t = (long)blockIdx.x * blockDim.x + threadIdx.x;
+    if (t < nv) {
+        float p[V], dv[V], hv[V];
+        gc_vload<V>(p, pre + t * V);
+        gc_vload<V>(dv, d + t * V);
+#pragma unroll
+        for (int k = 0; k < V; k++) {
+            dv[k] *= gelu_grad_f(p[k]);
+            hv[k] = gelu_f(p[k]);
+        }
+        gc_vstore<V>(d + t * V, dv);
+        gc_vstore<V>(h + t * V, hv);
+        return;
+    }
+    long e = nv * V + (t - nv);
     if (e < n) {
         float p = to_f(pre[e]);
         store(d + e, gelu_grad_f(p) * to_f(d[e]));
         store(h + e, gelu_f(p));
     }
+}
+template <class T> static void launch_gelu(T *h, const T *pre, long n)
+{
+    long nv = vec_count(n, VecN<T>::N, al16(h) && al16(pre));
+    GC_LAUNCH(gelu_kernel<T>, grid_for(vec_items(n, VecN<T>::N, nv), 256), 256, 0, h, pre, n, nv);
+}
+template <class T> static void launch_dgelu(T *d, T *h, const T *pre, long n)
+{
+    long nv = vec_count(n, VecN<T>::N, al16(d) && al16(h) && al16(pre));
+    GC_LAUNCH(dgelu_kernel<T>, grid_for(vec_items(n, VecN<T>::N, nv), 256), 256, 0, d, h, pre, n, nv);
 }
 
 /* cuBLASLt's GELU epilogues (aux = pre, ld N) want bias and aux 16-byte
@@ -547,7 +585,7 @@ static void matmul_bias_gelu(T *h, T *pre, const T *a, const T *b, const T *bias
         return;
     matmul(pre, t, a, b, t, batch, M, N, K, ta, tb, 0, bias);
     long n = batch * M * N;
-    GC_LAUNCH(gelu_kernel<T>, grid_for(n, 256), 256, 0, h, (const T *)pre, n);
+    launch_gelu<T>(h, pre, n);
 }
 
 /* dpre = gelu'(pre) * (a b) and h = gelu(pre) (recomputed for the
@@ -561,11 +599,11 @@ static void matmul_dgelu(T *dpre, T *h, const T *a, const T *b, const T *pre, cu
         return;
     long n = batch * M * N;
     if (gelu_epilogue_ok(NULL, pre, batch, N) && matmul(dpre, t, a, b, t, batch, M, N, K, ta, tb, 0, NULL, 2, pre)) {
-        GC_LAUNCH(gelu_kernel<T>, grid_for(n, 256), 256, 0, h, pre, n);
+        launch_gelu<T>(h, pre, n);
         return;
     }
     matmul(dpre, t, a, b, t, batch, M, N, K, ta, tb, 0);
-    GC_LAUNCH(dgelu_kernel<T>, grid_for(n, 256), 256, 0, dpre, h, pre, n);
+    launch_dgelu<T>(dpre, h, pre, n);
 }
 
 template <class T> static void reduce_rows(float *out, const T *in, long rows, long cols, int acc);
@@ -591,7 +629,7 @@ static void matmul_dgelu_bgrad(T *dpre, T *h, float *db, const T *a, const T *b,
     if (t == CUDA_R_32F && !(acc & 4) && gelu_epilogue_ok(db, pre, batch, N) &&
         matmul(dpre, t, a, b, t, batch, M, N, K, ta, tb, 0, db, 3, pre)) {
         long n = batch * M * N;
-        GC_LAUNCH(gelu_kernel<T>, grid_for(n, 256), 256, 0, h, pre, n);
+        launch_gelu<T>(h, pre, n);
         return;
     }
     matmul_dgelu<T>(dpre, h, a, b, pre, t, batch, M, N, K, ta, tb);
@@ -727,22 +765,32 @@ __global__ void colsum_kernel(ColOut o, float *partial, F f, long rows, long col
             sh[k][threadIdx.y][threadIdx.x * W + j] = v[k][j];
     __syncthreads();
     bool lead = threadIdx.y == 0 && mine;   /* sums the 8 rows of partial sums of its columns */
+    /* s in registers: loops over k and j with compile-time bounds (unrolled), run-time tests inside */
     float s[F::NOUT][W] = {};
-    for (int k = 0; k < F::NOUT && lead; k++)
-        for (int j = 0; j < W; j++) {
-            float t = 0.0f;
-            for (int y = 0; y < CS_TY; y++)
-                t += sh[k][y][threadIdx.x * W + j];
-            s[k][j] = t;
-        }
+    if (lead)
+#pragma unroll
+        for (int k = 0; k < F::NOUT; k++)
+#pragma unroll
+            for (int j = 0; j < W; j++) {
+                float t = 0.0f;
+                for (int y = 0; y < CS_TY; y++)
+                    t += sh[k][y][threadIdx.x * W + j];
+                s[k][j] = t;
+            }
     if (!partial) {   /* one chunk: the sums are final */
-        for (int k = 0; k < F::NOUT && lead; k++)
-            for (int j = 0; j < W && o.out[k]; j++)
-                put(o.out[k] + c + j, s[k][j], o.acc[k]);
+        if (lead)
+#pragma unroll
+            for (int k = 0; k < F::NOUT; k++)
+                if (o.out[k])
+#pragma unroll
+                    for (int j = 0; j < W; j++)
+                        put(o.out[k] + c + j, s[k][j], o.acc[k]);
         return;
     }
-    for (int k = 0; k < F::NOUT && lead; k++)
-        gc_vstore<W>(partial + ((long)k * gridDim.y + blockIdx.y) * cols + c, s[k]);
+    if (lead)
+#pragma unroll
+        for (int k = 0; k < F::NOUT; k++)
+            gc_vstore<W>(partial + ((long)k * gridDim.y + blockIdx.y) * cols + c, s[k]);
     if (!final)
         return;
     __threadfence();   /* the partial sums are visible before the count */
@@ -752,17 +800,20 @@ __global__ void colsum_kernel(ColOut o, float *partial, F f, long rows, long col
     __syncthreads();
     if (!last)
         return;
-    /* the tile's last block: out_k[c] (+)= the chunks' sums, in chunk order */
-    for (int k = 0; k < F::NOUT && lead; k++) {
-        if (!o.out[k])
-            continue;
-        for (int j = 0; j < W; j++) {
-            float t = 0.0f;
-            for (long y = 0; y < (long)gridDim.y; y++)
-                t += ld_cg(partial + ((long)k * gridDim.y + y) * cols + c + j);
-            put(o.out[k] + c + j, t, o.acc[k]);
+    /* the tile's last block: out_k[c] (+)= the chunks' sums, in chunk order (k unrolled: o.out[k]
+       indexed at run time would copy o to the stack) */
+    if (lead)
+#pragma unroll
+        for (int k = 0; k < F::NOUT; k++) {
+            if (!o.out[k])
+                continue;
+            for (int j = 0; j < W; j++) {
+                float t = 0.0f;
+                for (long y = 0; y < (long)gridDim.y; y++)
+                    t += ld_cg(partial + ((long)k * gridDim.y + y) * cols + c + j);
+                put(o.out[k] + c + j, t, o.acc[k]);
+            }
         }
-    }
     if (threadIdx.x == 0 && threadIdx.y == 0)
         gc_cs_done[blockIdx.x] = 0;   /* ready for the next launch */
 }

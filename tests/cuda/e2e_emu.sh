@@ -56,6 +56,24 @@ n2=$(count 1) n3=$(count 2)
 [ -n "$want" ] && [ -n "$n2" ] && [ -n "$n3" ] || fail "launch counts missing (compiler '$want', emulator '$n2' '$n3')"
 [ $((n3 - n2)) -eq "$want" ] || fail "the emulator launched $((n3 - n2)) kernels per step, gcompile counts $want"
 echo "launches per step: $want (compiler) = $((n3 - n2)) (emulator) ok"
+# bf16: the plan labels the weight copies, which run only after the host wrote
+# the masters (GC_PHASE_PARAMS), phase "params", and nothing else
+if [ "$prec" = bf16 ]; then
+    "$gc" "$graph" --config tiny --target cuda --precision bf16 $flags --emit plan -o plan.json || fail "--emit plan"
+    np=$(grep -c '"phase": "params"' plan.json)
+    nc=$(grep -B2 '"phase": "params"' plan.json | grep -c '"name": ".*\.bf16"')
+    [ "$np" -gt 0 ] && [ "$np" -eq "$nc" ] || fail "plan: $np ops of phase params, $nc of them bf16 weight copies"
+    echo "plan: $np bf16 weight copies in phase params ok"
+fi
+# Host synchronisations per step under --log (the gradient norm on the device,
+# read once; issue 24): at most 4, from the emulator's count for 2 steps
+# minus 1 step (the first step's one-time waits cancel)
+syncs() { GCEMU_COUNTS=1 ./train_emu --steps "$1" --seed 1 --log sync$1.jsonl 2>&1 >/dev/null |
+          sed -n 's/^gcemu: launches .* syncs \([0-9]*\)$/\1/p'; }
+s1=$(syncs 1) s2=$(syncs 2)
+[ -n "$s1" ] && [ -n "$s2" ] || fail "sync counts missing (emulator '$s1' '$s2')"
+[ $((s2 - s1)) -le 4 ] || fail "--log makes $((s2 - s1)) host synchronisations per step, want <= 4"
+echo "host synchronisations per step under --log: $((s2 - s1)) (<= 4) ok"
 # --sample (the classifier fused unless FLAGS say otherwise: one row's logits into the planned sample
 # row, gc_matmul[_bf16_f32] with M = 1): from the CPU target's checkpoint, fp32 draws the CPU's tokens
 # (logits within TF32 rounding; a draw that close to a boundary would be a 1e-4 event), bf16 a sample

@@ -1288,6 +1288,34 @@ static void test_vectors()
                     failures++;
                 }
             }
+            /* the device total over several tensors (one wait per step's norm): the same
+             * bits as adding the tensors' gc_device_sumsq in order, also when one takes
+             * every block (300001 elements) and one starts misaligned; a reset then
+             * nothing reads 0, and the add after a reset overwrites */
+            if (!bf && pad == 0) {
+                Vec a = rand_vec(300001, -2.0f, 2.0f), b = rand_vec(1003), c = rand_vec(17);
+                Dev d;
+                float *da = d.up(a), *db = d.up(b, 1), *dc = d.up(c);
+                double want = 0;
+                want += gc_device_sumsq(da, (long)a.size());
+                want += gc_device_sumsq(db, (long)b.size());
+                want += gc_device_sumsq(dc, (long)c.size());
+                gc_device_sumsq_reset();
+                double none = gc_device_sumsq_read();
+                gc_device_sumsq_add(dc, (long)c.size());   /* then reset: must not count */
+                gc_device_sumsq_reset();
+                gc_device_sumsq_add(da, (long)a.size());
+                gc_device_sumsq_add(db, (long)b.size());
+                gc_device_sumsq_add(dc, (long)c.size());
+                double got = gc_device_sumsq_read(), on_dev = 0;
+                gc_device_download(&on_dev, gc_device_sumsq_total_ptr(), sizeof on_dev);
+                checks++;
+                if (!(got == want && on_dev == want && none == 0.0)) {
+                    printf("FAIL vectors sumsq total: %.17g (on the device %.17g; after a reset %g), want %.17g\n",
+                           got, on_dev, none, want);
+                    failures++;
+                }
+            }
             /* AdamW: 1003 elements (a tail of 3), the bf16 copy when bf */
             {
                 long n = 1003;
@@ -1428,6 +1456,35 @@ static void test_gelu()
                 }
 #endif
             }
+#ifdef GCEMU
+    /* a heuristic that answers INVALID_VALUE for the GELU epilogue (some cuBLASLt versions): the
+     * plain matmul and the GELU kernel, the same results, no exit */
+    {
+        long M = 5, N = 8, K = 3, n = M * N;
+        Vec a = rand_vec(M * K), b = rand_vec(N * K), bias = rand_vec(N), hw(n), pw(n);
+        cpu_matmul_bias_gelu(hw.data(), pw.data(), a.data(), b.data(), bias.data(), 1, M, N, K, 0, 1);
+        gc_cuda_matmul_cache_clear();
+        gcemu_lt_gelu_status = CUBLAS_STATUS_INVALID_VALUE;
+        long l0 = 0, m0 = 0;   /* of the last run */
+        Vec got = run_gpu("matmul_bias_gelu heuristic INVALID_VALUE", [&] {
+            Dev d;
+            float *h = d.up(nan_vec(n)), *p = d.up(nan_vec(n));
+            l0 = gcemu_launch_count(), m0 = gcemu_lt_matmuls;
+            gc_matmul_bias_gelu(h, p, d.up(a), d.up(b), d.up(bias), 1, M, N, K, 0, 1);
+            l0 = gcemu_launch_count() - l0, m0 = gcemu_lt_matmuls - m0;
+            return cat({down(h, n), down(p, n)});
+        });
+        gcemu_lt_gelu_status = CUBLAS_STATUS_SUCCESS;
+        gc_cuda_matmul_cache_clear();
+        close("matmul_bias_gelu heuristic INVALID_VALUE", got, cat({hw, pw}), 1e-5f);
+        checks++;
+        if (m0 != 1 || l0 != 1) {
+            printf("FAIL matmul_bias_gelu heuristic INVALID_VALUE: %ld cuBLASLt calls and %ld kernels, want 1 and 1\n",
+                   m0, l0);
+            failures++;
+        }
+    }
+#endif
 }
 
 /* ---------------------------------------------------------------- bias gradient in the dgelu matmul */
@@ -1732,7 +1789,7 @@ static void test_attention()
 {
     struct { long B, NH, T, hs; int heads_out; } shapes[] = {
         {1, 1, 1, 1, 1}, {2, 3, 37, 12, 1}, {1, 2, 70, 16, 0}, {1, 1, 33, 64, 1}, {1, 2, 45, 40, 0},
-        {1, 1, 20, 128, 1},
+        {1, 1, 20, 128, 1}, {1, 2, 41, 24, 1},
     };
     char name[160];
     for (auto s : shapes)
@@ -1910,6 +1967,147 @@ static void test_classifier()
                 }
 }
 
+/* ---------------------------------------------------------------- fused against unfused */
+/* The fused kernels against what the unfused program runs (cuBLASLt
+ * matmuls + the mask, softmax and cross-entropy kernels), bf16, on the same
+ * data: ms per call (mean of 5 after a warm-up; one line each, which
+ * tests/gpu/run.sh copies into its summary) and the largest difference of
+ * the outputs relative to the largest |output|. On a GPU at GPT-2 124M's
+ * shape (B=8, NH=12, T=1024, hs=64; classifier N=8192, C=768, Vp=50304, in
+ * chunks of 1024 rows as gcompile's default); under the emulator at a small
+ * shape, where only the agreement means something. The tolerance: the
+ * unfused path rounds the scores, the probabilities and their gradients to
+ * bf16 storage (2^-9 relative each) where the fused one keeps them fp32 or
+ * rounds them once as WMMA operands; a few such roundings summed over T or
+ * Vp terms stay within 3e-2 of the largest output (seen under the emulator:
+ * printed). The unfused attention reads q pre-scaled by 1/sqrt(hs) (hs=64:
+ * 1/8, exact in bf16) and its dq is scaled back on the host: no scale
+ * kernel is timed, which favours unfused a little. */
+static double bench_ms(const std::function<void()> &call)
+{
+    call();
+    gc_device_sync();
+    struct timespec t0, t1;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    for (int r = 0; r < 5; r++)
+        call();
+    gc_device_sync();
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    return ((t1.tv_sec - t0.tv_sec) * 1e3 + (t1.tv_nsec - t0.tv_nsec) / 1e6) / 5;
+}
+
+static double rel_diff(const Vec &a, const Vec &b)
+{
+    float top = 0, worst = 0;
+    for (size_t i = 0; i < a.size(); i++) {
+        top = fmaxf(top, fabsf(b[i]));
+        worst = fmaxf(worst, fabsf(a[i] - b[i]));
+    }
+    return a.size() != b.size() ? INFINITY : top > 0 ? worst / top : worst;
+}
+
+static void bench_check(const char *what, double d)
+{
+    checks++;
+    if (!(d <= 3e-2)) {
+        printf("FAIL bench %s: fused and unfused differ by %.3g of the largest output (limit 3e-2)\n", what, d);
+        failures++;
+    }
+}
+
+static void bench_attention()
+{
+#ifdef GCEMU
+    const long B = 1, NH = 2, T = 48, hs = 64;
+#else
+    const long B = 8, NH = 12, T = 1024, hs = 64;
+#endif
+    const long BH = B * NH, n1 = BH * T * hs;   /* q, k, v, y: (B, NH, T, hs) each, contiguous */
+    long geom[12] = {B, NH, T, hs, NH * T * hs, T * hs, hs, n1, 2 * n1, NH * T * hs, T * hs, hs};
+    const float scale = 0.125f;   /* 1/sqrt(64) */
+    Vec x = round_bf(rand_vec(3 * n1, -2.0f, 2.0f)), xs = x, dyh = round_bf(rand_vec(n1));
+    for (long i = 0; i < n1; i++)
+        xs[i] *= scale;   /* exact: a power of two */
+    Dev d;
+    gc_bf16 *dx_in = d.up(to_bf(x)), *dxs = d.up(to_bf(xs)), *dy = d.up(to_bf(dyh));
+    gc_bf16 *y = d.up(to_bf(Vec(n1))), *dxo = d.up(to_bf(Vec(3 * n1)));
+    gc_bf16 *yu = d.up(to_bf(Vec(n1))), *dxu = d.up(to_bf(Vec(3 * n1)));
+    gc_bf16 *s = d.up(to_bf(Vec(BH * T * T))), *p = d.up(to_bf(Vec(BH * T * T)));
+    gc_bf16 *dp = d.up(to_bf(Vec(BH * T * T)));
+    float *lse = d.up(Vec(BH * T));
+    const gc_bf16 *q = dxs, *k = dxs + n1, *v = dxs + 2 * n1;
+    auto unfused_fwd = [&] {
+        gc_matmul_bf16(s, q, k, BH, T, T, hs, 0, 1, 0);   /* s = (q/8) k^T */
+        gc_causal_mask_fwd_bf16(s, s, BH, T);
+        gc_softmax_fwd_bf16(p, s, BH * T, T);
+        gc_matmul_bf16(yu, p, v, BH, T, hs, T, 0, 0, 0);
+    };
+    auto unfused_bwd = [&] {
+        gc_matmul_bf16(dp, dy, v, BH, T, T, hs, 0, 1, 0);          /* dp = dy v^T */
+        gc_matmul_bf16(dxu + 2 * n1, p, dy, BH, T, hs, T, 1, 0, 0); /* dv = p^T dy */
+        gc_softmax_bwd_bf16(s, dp, p, BH * T, T, 0);                /* ds (in s) */
+        gc_causal_mask_bwd_bf16(s, s, BH, T, 0);
+        gc_matmul_bf16(dxu, s, k, BH, T, hs, T, 0, 0, 0);           /* dq / scale */
+        gc_matmul_bf16(dxu + n1, s, q, BH, T, hs, T, 1, 0, 0);      /* dk = ds^T (q/8) */
+    };
+    double fwd = bench_ms([&] { gc_attention_fwd_bf16(y, lse, dx_in, geom, scale); });
+    double bwd = bench_ms([&] { gc_attention_bwd_bf16(dxo, dy, dx_in, y, lse, geom, scale, 0); });
+    double ufwd = bench_ms(unfused_fwd), ubwd = bench_ms(unfused_bwd);
+    Vec dxf = down_bf(dxo, 3 * n1), dxv = down_bf(dxu, 3 * n1);
+    for (long i = 0; i < n1; i++)
+        dxv[i] *= scale;   /* the unfused dq was taken against q/8 */
+    double dfwd = rel_diff(down_bf(y, n1), down_bf(yu, n1)), dbwd = rel_diff(dxf, dxv);
+    printf("bench attention bf16 B%ld NH%ld T%ld hs%ld (%s): fwd %.3f ms fused, %.3f ms unfused cuBLAS (%.2fx); "
+           "bwd %.3f ms fused, %.3f ms unfused (%.2fx); max |fused - unfused| / max: fwd %.2g, bwd %.2g\n",
+           B, NH, T, hs, gc_cuda_attention_wmma() ? "wmma" : "simt", fwd, ufwd, ufwd / fwd, bwd, ubwd, ubwd / bwd,
+           dfwd, dbwd);
+    bench_check("attention fwd", dfwd);
+    bench_check("attention bwd", dbwd);
+}
+
+static void bench_classifier()
+{
+#ifdef GCEMU
+    const long N = 40, C = 32, Vp = 136, V = 130, R = 16;
+#else
+    const long N = 8192, C = 768, Vp = 50304, V = 50257, R = 1024;
+#endif
+    Vec x = round_bf(rand_vec(N * C)), w = round_bf(rand_vec(Vp * C, -0.1f, 0.1f));
+    IVec t(N);
+    for (long i = 0; i < N; i++)
+        t[i] = (int32_t)((i * 7919) % V);
+    Dev d;
+    gc_bf16 *dxin = d.up(to_bf(x)), *dw_in = d.up(to_bf(w));
+    gc_bf16 *dx = d.up(to_bf(Vec(N * C))), *dxu = d.up(to_bf(Vec(N * C)));
+    gc_bf16 *chunk = d.up(to_bf(Vec(R * Vp))), *logits = d.up(to_bf(Vec(N * Vp))), *dlogits = d.up(to_bf(Vec(N * Vp)));
+    float *loss = d.up(Vec(1)), *lossu = d.up(Vec(1)), *dw = d.up(Vec(Vp * C)), *dwu = d.up(Vec(Vp * C));
+    float *rowloss = d.up(Vec(2 * N)), *seed = d.up(Vec{1.0f});
+    int32_t *dt = d.up(t);
+    auto fused = [&] { gc_classifier_bf16(loss, dx, dw, chunk, rowloss, dxin, dw_in, dt, N, C, Vp, V, R, 1.0f, 0); };
+    auto unfused = [&] {
+        gc_matmul_bf16(logits, dxin, dw_in, 1, N, Vp, C, 0, 1, 0);            /* logits = x w^T */
+        gc_crossentropy_fwd_bf16(lossu, logits, dt, N, Vp, V);
+        gc_crossentropy_bwd_bf16(dlogits, seed, logits, dt, N, Vp, V, 0);
+        gc_matmul_bf16(dxu, dlogits, dw_in, 1, N, C, Vp, 0, 0, 0);            /* dx = dlogits w */
+        gc_matmul_bf16_f32(dwu, dlogits, dxin, 1, Vp, C, N, 1, 0, 0);         /* dw = dlogits^T x */
+    };
+    double f = bench_ms(fused), u = bench_ms(unfused);
+    double dl = rel_diff(down(loss, 1), down(lossu, 1)), ddx = rel_diff(down_bf(dx, N * C), down_bf(dxu, N * C)),
+           ddw = rel_diff(down(dw, Vp * C), down(dwu, Vp * C));
+    printf("bench classifier bf16 N%ld C%ld Vp%ld R%ld: fwd+bwd %.3f ms fused, %.3f ms unfused cuBLAS (%.2fx); "
+           "max |fused - unfused| / max: loss %.2g, dx %.2g, dw %.2g\n",
+           N, C, Vp, R, f, u, u / f, dl, ddx, ddw);
+    bench_check("classifier loss", dl);
+    bench_check("classifier dx", ddx);
+    bench_check("classifier dw", ddw);
+}
+
+static void test_bench()
+{
+    bench_attention();
+    bench_classifier();
+}
+
 /* --error-case K: this process runs only the CUDA side of error case K. The
  * parent runs each case that way, a fresh process (fork, then exec of this
  * program): the CUDA runtime does not survive a fork on a real GPU. */
@@ -2010,6 +2208,7 @@ int main(int argc, char **argv)
         {"gelu", test_gelu},             {"gelu_bgrad", test_gelu_bgrad},
         {"add_layernorm", test_add_layernorm},
         {"classifier", test_classifier},
+        {"bench", test_bench},
     };
     for (auto &g : groups) {
         if (!strstr(g.name, filter))

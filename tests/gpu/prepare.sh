@@ -1,9 +1,11 @@
 #!/bin/sh
 # Prepares the GPU check on a machine without a GPU (the GPU machine cannot
 # install packages): builds gcompile, emits the CUDA sources and plans, runs
-# the CPU target for reference losses, and writes everything to gpu_bundle/
-# (ignored by git; name it in the device tool's `carry`). Then, on the GPU
-# machine: sh tests/gpu/run.sh
+# the CPU target for reference losses, compiles everything for sm_90
+# (H100/H200; tests/gpu/build.sh: objects, linked on the GPU machine in
+# seconds) and writes it all to gpu_bundle/ (ignored by git; name it in the
+# device tool's `carry`). Then, on the GPU machine: sh tests/gpu/run.sh
+# (sh tests/gpu/run.sh --dry-run checks the script here first).
 set -eu
 cd "$(dirname "$0")/../.." || exit 1
 b=gpu_bundle
@@ -14,15 +16,19 @@ cmake -S . -B $bd -DCMAKE_BUILD_TYPE=Release >/dev/null
 cmake --build $bd -j"$(nproc)" --target gcompile gcrt gcrt_host cuda_cpu_ref >/dev/null
 gc=$bd/gcompile
 cp $bd/libgcrt_host.a $bd/tests/cuda/libcuda_cpu_ref.a "$b/"
-# the kernel test's CPU reference links OpenBLAS, which the GPU machine lacks
+# the kernel test's CPU reference links OpenBLAS and the programs jansson, which the GPU machine lacks
 mkdir -p "$b/lib"
-for l in libopenblas.so.0 libgfortran.so.5 libquadmath.so.0; do
+for l in libopenblas.so.0 libgfortran.so.5 libquadmath.so.0 libjansson.so.4; do
     cp -L "$(ldconfig -p | awk -v l=$l '$1 == l { print $NF; exit }')" "$b/lib/"
 done
-# tiny: CUDA source + CPU reference losses over 10 steps
-for prec in fp32 bf16; do
-    $gc models/gpt2.graph --config tiny --target cuda --precision $prec --emit cuda -o "$b/tiny_$prec.cu"
-done
+# tiny: fp32 without TF32 (the exact check), fp32 with TF32 (the default),
+# bf16, and 2 data-parallel ranks (NCCL; run only where 2 GPUs and mpirun
+# exist); the CPU target's losses over 10 steps as the reference
+tiny="models/gpt2.graph --config tiny --target cuda --emit cuda"
+$gc $tiny --precision fp32 --no-tf32 -o "$b/tiny_fp32.cu"
+$gc $tiny --precision fp32 -o "$b/tiny_tf32.cu"
+$gc $tiny --precision bf16 -o "$b/tiny_bf16.cu"
+$gc $tiny --precision fp32 --gpus 2 --split dp -o "$b/tiny_dp2.cu"
 $gc models/gpt2.graph --config tiny --target cpu -o "$b/tiny_cpu"
 "$b/tiny_cpu" --threads 2 --steps 10 --lr 1e-3 --log "$b/tiny_cpu.jsonl" >/dev/null
 rm "$b/tiny_cpu"
@@ -35,5 +41,7 @@ for prec in fp32 bf16; do
             sed -n 's/^device_bytes_needed: //p' >"$b/g124_${prec}_B$B.bytes"   # plan + CUDA reserve
     done
 done
+# the objects for sm_90 (minutes here: nvcc on every file at once)
+sh tests/gpu/build.sh 90 "$b" "$b/obj_sm90" -
 du -sh "$b"
 echo "prepared $b: carry it and run  sh tests/gpu/run.sh"

@@ -98,6 +98,9 @@ typedef struct {
 inline long gcemu_lt_matmuls = 0;   /* tests: how many cublasLtMatmul calls */
 inline long gcemu_lt_bgrads = 0;    /* tests: how many of them with the DGELU_BGRAD epilogue */
 inline bool gcemu_lt_no_algo = false;   /* tests: the heuristic finds nothing (NOT_SUPPORTED) */
+/* tests: what the heuristic answers for a GELU epilogue (one with aux) when
+ * not SUCCESS, e.g. INVALID_VALUE as some cuBLASLt versions do */
+inline cublasStatus_t gcemu_lt_gelu_status = CUBLAS_STATUS_SUCCESS;
 
 /* Largest power of two <= 256 dividing the address (NULL: 256). */
 inline uint32_t gcemu_lt_align(const void *p)
@@ -110,12 +113,13 @@ inline uint32_t gcemu_lt_align(const void *p)
 
 /* With $GCEMU_COUNTS set, a program prints at exit what a GPU would have
  * launched: "gcemu: launches N" (kernels + cuBLASLt matmuls + memsets), so a
- * test can compare it with gcompile's kernel_launches_per_step. */
+ * test can compare it with gcompile's kernel_launches_per_step, and how
+ * often the host waited for the device ("syncs N", cuda_runtime.h). */
 inline void gcemu_print_counts()
 {
-    fprintf(stderr, "gcemu: launches %ld (kernels %ld, matmuls %ld, memsets %ld; dgelu_bgrad epilogues %ld)\n",
+    fprintf(stderr, "gcemu: launches %ld (kernels %ld, matmuls %ld, memsets %ld; dgelu_bgrad epilogues %ld) syncs %ld\n",
             gcemu_launch_count() + gcemu_lt_matmuls + gcemu_memsets, gcemu_launch_count(), gcemu_lt_matmuls,
-            gcemu_memsets, gcemu_lt_bgrads);
+            gcemu_memsets, gcemu_lt_bgrads, gcemu_syncs);
 }
 inline struct gcemu_counts_at_exit {
     gcemu_counts_at_exit()
@@ -275,6 +279,8 @@ inline cublasStatus_t cublasLtMatmulAlgoGetHeuristic(cublasLtHandle_t h, cublasL
      * needs 16 (the real library then faults on a less aligned bias; here:
      * no algorithm) */
     bool has_bias = gcemu_lt_has_bias(d), has_aux = gcemu_lt_has_aux(d);
+    if (has_aux && gcemu_lt_gelu_status != CUBLAS_STATUS_SUCCESS)
+        return gcemu_lt_gelu_status;
     if (gcemu_lt_no_algo || (has_bias && gcemu_lt_align(d->bias) < 16))
         return CUBLAS_STATUS_NOT_SUPPORTED;
     /* aux: set, 16-byte aligned, ld a multiple of 8 covering D's rows, one batch (no aux batch stride) */

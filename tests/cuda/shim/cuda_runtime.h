@@ -128,15 +128,25 @@ inline cudaError_t cudaMalloc(void **p, size_t bytes)
 template <class T> cudaError_t cudaMalloc(T **p, size_t bytes) { return cudaMalloc((void **)p, bytes); }
 inline cudaError_t cudaFree(void *p) { free(p); return cudaSuccess; }
 
-inline cudaError_t cudaMemcpy(void *dst, const void *src, size_t n, cudaMemcpyKind)
+/* Host synchronisations: the calls that make the host wait for the device
+ * (cudaStreamSynchronize, cudaDeviceSynchronize, cudaMemcpy and the
+ * synchronous symbol copies), counted for "gcemu: ... syncs N" under
+ * $GCEMU_COUNTS; asynchronous copies do not count. */
+inline long gcemu_syncs = 0;
+inline cudaError_t gcemu_copy(void *dst, const void *src, size_t n)
 {
     if (n)
         memmove(dst, src, n);
     return cudaSuccess;
 }
-inline cudaError_t cudaMemcpyAsync(void *dst, const void *src, size_t n, cudaMemcpyKind k, cudaStream_t = nullptr)
+inline cudaError_t cudaMemcpy(void *dst, const void *src, size_t n, cudaMemcpyKind)
 {
-    return cudaMemcpy(dst, src, n, k);
+    gcemu_syncs++;
+    return gcemu_copy(dst, src, n);
+}
+inline cudaError_t cudaMemcpyAsync(void *dst, const void *src, size_t n, cudaMemcpyKind, cudaStream_t = nullptr)
+{
+    return gcemu_copy(dst, src, n);
 }
 inline cudaError_t cudaMemset(void *p, int v, size_t n)
 {
@@ -169,12 +179,14 @@ template <class T>
 cudaError_t cudaMemcpyFromSymbol(void *dst, const T &sym, size_t n, size_t off = 0,
                                  cudaMemcpyKind k = cudaMemcpyDeviceToHost)
 {
+    gcemu_syncs++;
     return cudaMemcpyFromSymbolAsync(dst, sym, n, off, k);
 }
 template <class T>
 cudaError_t cudaMemcpyToSymbol(const T &sym, const void *src, size_t n, size_t off = 0,
                                cudaMemcpyKind k = cudaMemcpyHostToDevice)
 {
+    gcemu_syncs++;
     return cudaMemcpyToSymbolAsync(sym, src, n, off, k);
 }
 template <class T> cudaError_t cudaGetSymbolAddress(void **p, const T &sym)
@@ -186,8 +198,8 @@ template <class T> cudaError_t cudaGetSymbolAddress(void **p, const T &sym)
 inline cudaError_t cudaStreamCreate(cudaStream_t *s) { *s = new CUstream_st(); return cudaSuccess; }
 inline cudaError_t cudaStreamCreateWithFlags(cudaStream_t *s, unsigned) { return cudaStreamCreate(s); }
 inline cudaError_t cudaStreamDestroy(cudaStream_t s) { delete s; return cudaSuccess; }
-inline cudaError_t cudaStreamSynchronize(cudaStream_t) { return cudaSuccess; }
-inline cudaError_t cudaDeviceSynchronize() { return cudaSuccess; }
+inline cudaError_t cudaStreamSynchronize(cudaStream_t) { gcemu_syncs++; return cudaSuccess; }
+inline cudaError_t cudaDeviceSynchronize() { gcemu_syncs++; return cudaSuccess; }
 template <class F> cudaError_t cudaFuncSetAttribute(F, cudaFuncAttribute, int) { return cudaSuccess; }
 
 #endif
