@@ -60,8 +60,8 @@ static void split_dp(Graph *g, int ranks, int group)
 {
     int nops = g->nops;
     for (int o = 0; o < nops; o++) {
-        if (g->ops[o].dead || g->ops[o].kind != OP_ADAMW)
-            continue;
+        if (g->ops[o].dead || (g->ops[o].kind != OP_ADAMW && g->ops[o].kind != OP_ADAMW_BF16))
+            continue;     /* a bf16 program's update (precision.c) reads the same fp32 gradient */
         int grad = g->ops[o].in[1], w = g->t[grad].producer;
         int red = add_allreduce(g, grad, ranks, w >= 0 ? g->ops[w].layer : -1, group);
         g->ops[o].in[1] = red;     /* the update reads the mean gradient */
