@@ -35,7 +35,7 @@ paste cpu.txt emu.txt | awk '
 "$gc" "$graph" --config tiny --target cuda --emit cuda -o fused.cu || fail "gcompile --emit cuda (fused-opt)"
 "$cxx" -std=c++17 -O2 -w -I"$root/tests/cuda/shim" -I"$rt" -I"$rt/cuda" -I"$cblas" \
     -x c++ fused.cu "$rt/cuda/kernels_cuda.cu" "$rt/cuda/device_cuda.cu" -x none \
-    "$hostlib" "$blas" -fopenmp -lm ${GCOMPILE_CFLAGS:-} -o fused_emu || fail "emulator build of the fused-opt program"
+    "$hostlib" "$blas" -ljansson -fopenmp -lm ${GCOMPILE_CFLAGS:-} -o fused_emu || fail "emulator build of the fused-opt program"
 ./fused_emu --steps 4 $flags --log fused.jsonl >fused.out 2>&1 || fail "fused_emu: $(cat fused.out)"
 fields fused.jsonl >fused.txt
 [ "$(wc -l <fused.txt)" -eq 4 ] || fail "fused.jsonl: $(cat fused.jsonl)"
