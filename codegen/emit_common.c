@@ -382,6 +382,17 @@ void emit_kernel_call(FILE *f, const Graph *g, const Op *op)
                 (long)op->attr[1], op->attr[2], acc);
         return;
     }
+    case OP_ATTENTION_GQA: case OP_ATTENTION_GQA_BWD: {   /* q (B, NH, T, hs), k (B, NKV, T, hs) */
+        const Tensor *q = &g->t[op->in[op->kind == OP_ATTENTION_GQA ? 0 : 1]];
+        const Tensor *k = &g->t[op->in[op->kind == OP_ATTENTION_GQA ? 1 : 2]];
+        call_head(f, g, op->kind == OP_ATTENTION_GQA ? "gc_attention_gqa_fwd" : "gc_attention_gqa_bwd", op, NULL, 0);
+        fprintf(f, ", %ldL, %ldL, %ldL, %ldL, %ldL, %d, %.9ef", q->shape[0], q->shape[1], k->shape[1], q->shape[2],
+                q->shape[3], op->attr[1] != 0, op->attr[0]);
+        if (op->kind == OP_ATTENTION_GQA_BWD)
+            fprintf(f, ", %s", acc);
+        fprintf(f, ");\n");
+        return;
+    }
     case OP_ATTENTION: case OP_ATTENTION_BWD: {
         long geom[12];
         op_attention_geom(g, op, geom);

@@ -35,6 +35,7 @@ static json_t *fusion_json(const Graph *g)
     }
     for (int o = 0; o < g->nops; o++)    /* fused kinds that took a removed op's slot (fuse_attention.c) */
         if (!g->ops[o].dead && !fused[o] && (g->ops[o].kind == OP_ATTENTION || g->ops[o].kind == OP_ATTENTION_BWD ||
+                                             g->ops[o].kind == OP_ATTENTION_GQA || g->ops[o].kind == OP_ATTENTION_GQA_BWD ||
                                              g->ops[o].kind == OP_CLASSIFIER)) {
             fused[o] = 1;
             count[g->ops[o].kind]++;

@@ -457,6 +457,11 @@ double op_flops(const Graph *g, const Op *op)
         double N = (double)T(0)->numel / (double)T(1)->shape[1];
         return 6.0 * N * (double)T(1)->numel + 9.0 * N * (double)T(1)->shape[0];
     }
+    case OP_ATTENTION_GQA: case OP_ATTENTION_GQA_BWD: {   /* as attention's; q is input 0 or 1 */
+        const Tensor *q = T(op->kind == OP_ATTENTION_GQA ? 0 : 1);
+        double pairs = (double)q->shape[0] * (double)q->shape[1] * (double)q->shape[2] * (double)(q->shape[2] + 1) / 2;
+        return pairs * (double)q->shape[3] * (op->kind == OP_ATTENTION_GQA ? 4 : 10);
+    }
     case OP_ATTENTION: case OP_ATTENTION_BWD: {
         long geom[12];
         op_attention_geom(g, op, geom);
@@ -622,6 +627,7 @@ int op_launches(const Graph *g, const Op *op, size_t ws)
         return 1 + ((g->t[r].offset + off) % 16 != 0);
     }
     case OP_ATTENTION_BWD: return 2;    /* dk/dv, then dq (attention_cuda.cu) */
+    case OP_ATTENTION_GQA_BWD: return 2;   /* dk/dv, then dq (attention_gqa_cuda.cu) */
     case OP_CLASSIFIER: {               /* per chunk 3 matmuls + the loss/gradient kernel; the loss sum */
         long C = T(1)->shape[1], N = C > 0 ? T(0)->numel / C : 0, R = (long)op->attr[1];
         return N <= 0 || R <= 0 ? 1 : (int)(4 * ((N + R - 1) / R) + 1);

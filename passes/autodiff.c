@@ -28,9 +28,10 @@ typedef struct AD {
     /* forward ops reading each storage root of a forward tensor, ascending
        (readers + rstart[r] .. rstart[r + 1]); forward ops never change here */
     int *rstart, *readers, nt0;
-    /* the sharing groups (may_share): forward tensor member[i] has its
-       gradient in storage root gradroot[i] */
-    int *member, *gradroot, ngroup, capgroup;
+    /* the sharing groups (may_share): per gradient storage root r, the
+       forward tensors whose gradients live in it: member[ghead[r]],
+       member[gnext[that]], ... (-1 ends) */
+    int *member, *gnext, *ghead, ngroup, capgroup;
 } AD;
 
 /* ---- coverage of gradient roots ---------------------------------------------------- */
@@ -42,9 +43,11 @@ static void grow(AD *ad)
     int cap = ad->g->nt * 2;
     ad->cov = xrealloc(ad->cov, (size_t)cap * sizeof *ad->cov);
     ad->ncov = xrealloc(ad->ncov, (size_t)cap * sizeof *ad->ncov);
+    ad->ghead = xrealloc(ad->ghead, (size_t)cap * sizeof *ad->ghead);
     for (int i = ad->capt; i < cap; i++) {
         ad->cov[i] = NULL;
         ad->ncov[i] = 0;
+        ad->ghead[i] = -1;
     }
     ad->capt = cap;
 }
@@ -52,13 +55,15 @@ static void grow(AD *ad)
 /* forward tensor t's gradient lives in gradient storage root r */
 static void join(AD *ad, int t, int r)
 {
+    grow(ad);
     if (ad->ngroup == ad->capgroup) {
         ad->capgroup = ad->capgroup ? 2 * ad->capgroup : 64;
         ad->member = xrealloc(ad->member, (size_t)ad->capgroup * sizeof *ad->member);
-        ad->gradroot = xrealloc(ad->gradroot, (size_t)ad->capgroup * sizeof *ad->gradroot);
+        ad->gnext = xrealloc(ad->gnext, (size_t)ad->capgroup * sizeof *ad->gnext);
     }
     ad->member[ad->ngroup] = t;
-    ad->gradroot[ad->ngroup++] = r;
+    ad->gnext[ad->ngroup] = ad->ghead[r];
+    ad->ghead[r] = ad->ngroup++;
 }
 
 /* bytes of [lo,hi) already written in root r */
@@ -325,9 +330,7 @@ static int may_share(const AD *ad, int u, int dy, int q)
         u >= ad->nt0 || tu->numel != g->t[dy].numel)
         return 0;
     int r = graph_root(g, dy, NULL), pu = tu->producer;
-    for (int i = 0; i < ad->ngroup; i++) {
-        if (ad->gradroot[i] != r)
-            continue;
+    for (int i = r < ad->capt ? ad->ghead[r] : -1; i >= 0; i = ad->gnext[i]) {
         int x = ad->member[i], px = g->t[x].producer;
         if (read_between(ad, x, pu, q))
             return 0;
@@ -683,6 +686,8 @@ static void grad_internal(AD *ad, const Op *op, int dy)
 #define RULE_ADAMW_BF16 grad_internal
 #define RULE_ATTENTION grad_internal
 #define RULE_ATTENTION_BWD grad_internal
+#define RULE_ATTENTION_GQA grad_internal
+#define RULE_ATTENTION_GQA_BWD grad_internal
 #define RULE_CLASSIFIER grad_internal
 #define RULE_MATMUL_BIAS_GELU grad_internal
 #define RULE_MATMUL_DGELU grad_internal
@@ -813,5 +818,6 @@ void pass_autodiff(Graph *g)
     free(ad.rstart);
     free(ad.readers);
     free(ad.member);
-    free(ad.gradroot);
+    free(ad.gnext);
+    free(ad.ghead);
 }

@@ -98,6 +98,9 @@ double op_cost(const Graph *g, const Op *op, const DeviceProfile *d)
     else if (op->kind == OP_CLASSIFIER) {   /* chunk rows x Vp x C products, three times */
         const Tensor *w = &g->t[op->in[1]];
         M = (long)op->attr[1], N = w->shape[0], K = w->shape[1];
+    } else if (op->kind == OP_ATTENTION_GQA || op->kind == OP_ATTENTION_GQA_BWD) {   /* as attention's */
+        const Tensor *q = &g->t[op->in[op->kind == OP_ATTENTION_GQA ? 0 : 1]];
+        M = N = q->shape[2], K = q->shape[3];
     } else if (op->kind == OP_ATTENTION || op->kind == OP_ATTENTION_BWD) {   /* T x T x hs tiles */
         long geom[12];
         op_attention_geom(g, op, geom);

@@ -19,6 +19,18 @@
  * inverse permute) becomes dx (+)= attention_bwd(dy, x, y, lse), which
  * recomputes the scores tile by tile.
  *
+ * The second form (Llama: q, k, v from separate projections, rotary
+ * embeddings applied, grouped-query k/v heads):
+ *
+ *   [K = repeat(k, n, axis=1)]  [V = repeat(v, n, axis=1)]   (B, NKV, T, hs) -> (B, NH, T, hs)
+ *   S  = matmul(q, K, tb=1);  A = softmax(causal_mask(scale(S, s)));  O = matmul(A, V)
+ *   [Y = permute(O, [0, 2, 1, 3])]
+ *
+ * becomes y, lse = attention_gqa(q, k, v): the repeated k and v leave the
+ * plan with the scores (query head h reads kv head h / n), and the backward
+ * becomes dq, dk, dv (+)= attention_gqa_bwd(dy, q, k, v, y, lse), in the
+ * slot of the first op that wrote one of them.
+ *
  * A candidate is left alone unless every use of every internal tensor is
  * one of the pattern's forward ops or a backward op, and every backward op
  * it kills writes only internal gradients or dx; x must be rank 5 with the
@@ -34,7 +46,8 @@
 enum { NINT = 10 };           /* internal forward tensors: P q k v S Sc M A O [Y's producer input] */
 
 typedef struct Match {
-    int ops[8], nops;         /* forward ops of the pattern (dead after) */
+    int ops[9], nops;         /* forward ops of the pattern (dead after) */
+    int gqa, end[3], group;   /* the second form: q, k, v; query heads per kv head */
     int internal[NINT], nint; /* forward tensors that disappear */
     int x, y;                 /* the input (heads split off it) and the output */
     int heads_out;            /* y is permute(O, [0,2,1,3]) */
@@ -248,6 +261,86 @@ static int match(const Graph *g, const Ctx *c, int sm, Match *m)
     return 1;
 }
 
+/* k or v of the second form: the input of a repeat over the head axis, or t itself (n = 1) */
+static int unrepeat(const Graph *g, int t, int *n, int *op)
+{
+    *n = 1, *op = -1;
+    if (!producer_is(g, t, OP_REPEAT))
+        return t;
+    const Op *r = &g->ops[g->t[t].producer];
+    if (r->attr[1] != 1 || g->t[t].rank != 4)
+        return -1;
+    *n = (int)r->attr[0], *op = r->id;
+    return r->in[0];
+}
+
+/* Matches the second form (q, k, v separate, k and v maybe repeated) around softmax op `sm` */
+static int match_gqa(const Graph *g, const Ctx *c, int sm, Match *m)
+{
+    const Op *soft = &g->ops[sm];
+    if (soft->kind != OP_SOFTMAX || soft->phase != PH_FWD || soft->dead)
+        return 0;
+    int A = soft->out[0], M = soft->in[0];
+    if (!producer_is(g, M, OP_CAUSAL_MASK))
+        return 0;
+    int Sc = g->ops[g->t[M].producer].in[0];
+    if (!producer_is(g, Sc, OP_SCALE))
+        return 0;
+    const Op *sc = &g->ops[g->t[Sc].producer];
+    int S = sc->in[0];
+    if (!producer_is(g, S, OP_MATMUL))
+        return 0;
+    const Op *mm1 = &g->ops[g->t[S].producer];
+    if (mm1->attr[0] != 0 || mm1->attr[1] != 1)
+        return 0;
+    int q = mm1->in[0], K = mm1->in[1];
+    int mm2 = only_fwd_consumer(g, A);
+    if (mm2 < 0 || g->ops[mm2].kind != OP_MATMUL || g->ops[mm2].in[0] != A || g->ops[mm2].acc ||
+        g->ops[mm2].attr[0] != 0 || g->ops[mm2].attr[1] != 0)
+        return 0;
+    int V = g->ops[mm2].in[1], O = g->ops[mm2].out[0];
+    int nk, nv, rk, rv, k = unrepeat(g, K, &nk, &rk), v = unrepeat(g, V, &nv, &rv);
+    const Tensor *tq = &g->t[q];
+    if (k < 0 || v < 0 || nk != nv || tq->rank != 4 || g->t[k].rank != 4 || g->t[v].rank != 4 ||
+        tq->shape[3] > GC_ATTENTION_MAXHS || q == k || q == v || k == v)
+        return 0;
+    for (int i = 0; i < 4; i++)   /* q (B, NH, T, hs); k, v (B, NH/n, T, hs) */
+        if (g->t[k].shape[i] != (i == 1 ? tq->shape[1] / nk : tq->shape[i]) || g->t[v].shape[i] != g->t[k].shape[i])
+            return 0;
+    if (tq->shape[1] % nk)
+        return 0;
+    int y = O, heads_out = 0, pc = only_fwd_consumer(g, O);
+    if (pc >= 0 && g->ops[pc].kind == OP_PERMUTE && g->t[O].nconsumers == 1 && !g->ops[pc].acc &&
+        g->ops[pc].list[0] == 0 && g->ops[pc].list[1] == 2 && g->ops[pc].list[2] == 1 && g->ops[pc].list[3] == 3) {
+        y = g->ops[pc].out[0];
+        heads_out = 1;
+    }
+    *m = (Match){.x = -1, .y = y, .heads_out = heads_out, .permute_op = -1, .scale = sc->attr[0], .gqa = 1,
+                 .end = {q, k, v}, .group = nk};
+    int ops[] = {rk, rv, mm1->id, sc->id, g->t[M].producer, sm, mm2, heads_out ? pc : -1};
+    for (int i = 0; i < 8; i++)
+        if (ops[i] >= 0)
+            m->ops[m->nops++] = ops[i];
+    int in[] = {S, Sc, M, A, O, rk >= 0 ? K : -1, rv >= 0 ? V : -1};
+    for (int i = 0; i < 7; i++)
+        if (in[i] >= 0 && in[i] != y)
+            m->internal[m->nint++] = in[i];
+    for (int i = 0; i < m->nint; i++) {
+        const Tensor *t = &g->t[m->internal[i]];
+        if (t->id == g->loss || (t->id < c->n0 && c->viewed[t->id]))
+            return 0;
+        for (int u = 0; u < t->nconsumers; u++) {
+            const Op *op = &g->ops[t->consumers[u]];
+            int ours = 0;
+            for (int j = 0; j < m->nops; j++)
+                ours |= op->id == m->ops[j];
+            if (!ours && op->phase != PH_BWD)
+                return 0;
+        }
+    }
+    return 1;
+}
+
 /* marks (c->mark[r] = 1, listed in roots[]) each storage root r the fusion
  * removes: the internal tensors and their gradients. Returns the count, or
  * -1 when a gradient aliases dx or dy (roots[] as marked so far). */
@@ -263,12 +356,15 @@ static int mark_internal(const Graph *g, Ctx *c, const Match *m, int *roots, int
                 roots[(*n)++] = rs[k];
             }
     }
-    int ends[] = {root_of(c, m->x), root_of(c, m->y),
-                  g->t[m->x].grad >= 0 ? root_of(c, g->t[m->x].grad) : -1,
-                  g->t[m->y].grad >= 0 ? root_of(c, g->t[m->y].grad) : -1};
-    for (int i = 0; i < 4; i++)
-        if (ends[i] >= 0 && ends[i] < c->n0 && c->mark[ends[i]])
-            return 0;
+    int io[4] = {m->gqa ? m->end[0] : m->x, m->y, m->gqa ? m->end[1] : -1, m->gqa ? m->end[2] : -1};
+    for (int k = 0; k < 4; k++) {
+        if (io[k] < 0)
+            continue;
+        int ends[2] = {root_of(c, io[k]), g->t[io[k]].grad >= 0 ? root_of(c, g->t[io[k]].grad) : -1};
+        for (int i = 0; i < 2; i++)
+            if (ends[i] >= 0 && ends[i] < c->n0 && c->mark[ends[i]])
+                return 0;
+    }
     return 1;
 }
 
@@ -426,6 +522,117 @@ static int rewrite(Graph *g, Ctx *c, const Match *m)
     return 1;
 }
 
+/* Rewrites one match of the second form; 1 when done, 0 when the backward does not fit. */
+static int rewrite_gqa(Graph *g, Ctx *c, const Match *m)
+{
+    int roots[2 * NINT], nroots;
+    int ok = mark_internal(g, c, m, roots, &nroots);
+    int d[3], writer[3] = {-1, -1, -1}, nbwd = 0, *bwd = NULL;
+    for (int e = 0; e < 3; e++)
+        d[e] = g->t[m->end[e]].grad;
+    if (ok)
+        nbwd = marked_bwd_ops(g, c, roots, nroots, &bwd);
+    for (int k = 0; k < nbwd && ok; k++) {   /* each killed op writes internal gradients or one of dq, dk, dv */
+        const Op *op = &g->ops[bwd[k]];
+        for (int i = 0; i < op->nout && ok; i++) {
+            int r = root_of(c, op->out[i]), e = 0;
+            if (r < c->n0 && c->mark[r])
+                continue;
+            while (e < 3 && (d[e] < 0 || op->out[i] != d[e]))
+                e++;
+            if (e == 3 || writer[e] >= 0)
+                ok = 0;
+            else
+                writer[e] = bwd[k];
+        }
+    }
+    int slot = -1;
+    for (int e = 0; e < 3; e++) {
+        if (nbwd && writer[e] < 0)
+            ok = 0;             /* the fused backward writes all three */
+        if (writer[e] >= 0 && (slot < 0 || writer[e] < slot))
+            slot = writer[e];
+    }
+    if (ok && nbwd && g->t[m->y].grad < 0)
+        ok = 0;
+    double saved = ok ? marked_elems(g, roots, nroots) : 0;
+    for (int k = 0; k < nroots; k++)
+        c->mark[roots[k]] = 0;
+    if (!ok) {
+        free(bwd);
+        return 0;
+    }
+    if (!c->linked) {
+        graph_relink(g);
+        c->linked = 1;
+    }
+    const Tensor *q = &g->t[m->end[0]];
+    long B = q->shape[0], NH = q->shape[1], T = q->shape[2];
+    long shape[3] = {B, NH, T};
+    char *name = xasprintf("%s.lse", g->t[m->y].name);
+    int lse = graph_add_tensor(g, name, DT_F32, 3, shape, TK_ACTIVATION, g->ops[m->ops[m->nops - 1]].loc);
+    free(name);
+    int fid = m->ops[m->nops - 1];
+    for (int i = 0; i < m->nops; i++)
+        kill(g, c, m->ops[i]);
+    for (int i = 0; i < m->nint; i++)
+        g->t[m->internal[i]].producer = -1;
+    Op *f = &g->ops[fid];
+    char *fname = xasprintf("%s.attention", g->t[m->y].name);
+    free(f->name);
+    f->name = fname;
+    f->kind = OP_ATTENTION_GQA;
+    f->dead = 0;
+    f->nin = 3;
+    for (int e = 0; e < 3; e++)
+        f->in[e] = m->end[e];
+    f->nout = 2, f->out[0] = m->y, f->out[1] = lse;
+    f->acc = 0;
+    memset(f->attr, 0, sizeof f->attr);
+    f->attr[0] = m->scale, f->attr[1] = m->heads_out;
+    f->nlist = 0;
+    graph_link_op(g, fid);
+    for (int i = 0; i < f->nin + f->nout; i++)
+        add_touch(c, root_of(c, i < f->nin ? f->in[i] : f->out[i - f->nin]), fid);
+    g->t[m->y].producer = fid;
+    g->t[lse].producer = fid;
+    if (nbwd) {
+        int acc = 0;
+        for (int e = 0; e < 3; e++)
+            acc |= (g->ops[writer[e]].acc & 1) << e;
+        for (int i = 0; i < nbwd; i++)
+            kill(g, c, bwd[i]);
+        Op *b = &g->ops[slot];
+        char *bname = xasprintf("bwd.%s", fname);
+        free(b->name);
+        b->name = bname;
+        b->kind = OP_ATTENTION_GQA_BWD;
+        b->dead = 0;
+        b->nin = 6;
+        b->in[0] = g->t[m->y].grad;
+        for (int e = 0; e < 3; e++)
+            b->in[1 + e] = m->end[e];
+        b->in[4] = m->y, b->in[5] = lse;
+        b->nout = 3;
+        for (int e = 0; e < 3; e++)
+            b->out[e] = d[e];
+        b->acc = acc;
+        memset(b->attr, 0, sizeof b->attr);
+        b->attr[0] = m->scale, b->attr[1] = m->heads_out;
+        b->nlist = 0;
+        graph_link_op(g, slot);
+        for (int i = 0; i < b->nin + b->nout; i++)
+            add_touch(c, root_of(c, i < b->nin ? b->in[i] : b->out[i - b->nin]), slot);
+        sweep_producers(g, c);
+        for (int e = 0; e < 3; e++)
+            if (g->t[d[e]].producer < 0 || g->t[d[e]].producer == writer[e])
+                g->t[d[e]].producer = slot;
+    }
+    fuse_note(g, "attention", saved - (double)(B * NH * T));
+    free(bwd);
+    return 1;
+}
+
 void pass_fuse_attention(Graph *g)
 {
     int nops = g->nops;
@@ -437,6 +644,8 @@ void pass_fuse_attention(Graph *g)
         Match m;
         if (match(g, &c, o, &m))
             rewrite(g, &c, &m);
+        else if (match_gqa(g, &c, o, &m))
+            rewrite_gqa(g, &c, &m);
     }
     ctx_free(&c);
 }

@@ -44,7 +44,7 @@ void pass_precision(Graph *g)
             keep[g->ops[o].out[1]] = 1;      /* rstd */
         else if (g->ops[o].kind == OP_ADD_RMSNORM && !g->ops[o].dead)
             keep[g->ops[o].out[2]] = 1;      /* rstd */
-        else if (g->ops[o].kind == OP_ATTENTION && !g->ops[o].dead)
+        else if ((g->ops[o].kind == OP_ATTENTION || g->ops[o].kind == OP_ATTENTION_GQA) && !g->ops[o].dead)
             keep[g->ops[o].out[1]] = 1;      /* lse */
         else if (g->ops[o].kind == OP_CLASSIFIER && !g->ops[o].dead)
             keep[g->ops[o].out[4]] = keep[g->ops[o].out[5]] = 1;   /* rowloss: N doubles; the --sample row */

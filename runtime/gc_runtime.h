@@ -135,6 +135,22 @@ void gc_rope(gc_real *y, const gc_real *x, long batch, long T, long hs, double t
  * = dh b silu'(a), db (bit 1) = dh silu(a), silu recomputed from a. */
 void gc_swiglu_bwd(gc_real *da, gc_real *db, const gc_real *dh, const gc_real *a, const gc_real *b, long n, int acc);
 
+/* ---------------------------------------------------------------- attention_gqa_cpu.c / attention_gqa_cuda.cu */
+
+/* Causal attention with grouped key/value heads (fuse_attention.c's
+ * attention_gqa): q (B, NH, T, hs), k and v (B, NKV, T, hs), query head h
+ * reads kv head h / (NH/NKV); y (B, T, NH, hs) when heads_out, else
+ * (B, NH, T, hs), = softmax(causal(scale q k^T)) v; lse (B, NH, T) the
+ * log-sum-exp of each score row (natural log), for the backward. The T x T
+ * scores are never stored. hs <= GC_ATTENTION_MAXHS on CUDA. */
+void gc_attention_gqa_fwd(gc_real *y, gc_real *lse, const gc_real *q, const gc_real *k, const gc_real *v, long B,
+                          long NH, long NKV, long T, long hs, int heads_out, float scale);
+/* dq (bit 0), dk (bit 1), dv (bit 2) of gc_attention_gqa_fwd, given dy; dk
+ * and dv sum over the query heads of each kv head. */
+void gc_attention_gqa_bwd(gc_real *dq, gc_real *dk, gc_real *dv, const gc_real *dy, const gc_real *q,
+                          const gc_real *k, const gc_real *v, const gc_real *y, const gc_real *lse, long B, long NH,
+                          long NKV, long T, long hs, int heads_out, float scale, int acc);
+
 /* ---------------------------------------------------------------- shape_cpu.c / shape_cuda.cu */
 
 /* y (outer, na + nb) = [a (outer, na), b (outer, nb)] row by row */

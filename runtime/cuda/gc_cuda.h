@@ -282,6 +282,11 @@ void gc_add_rmsnorm_fwd_bf16(gc_bf16 *x, gc_bf16 *out, float *rstd, const gc_bf1
                              const gc_bf16 *w, long N, long C, float eps);
 void gc_swiglu_bwd_bf16(gc_bf16 *da, gc_bf16 *db, const gc_bf16 *dh, const gc_bf16 *a, const gc_bf16 *b, long n,
                         int acc);
+void gc_attention_gqa_fwd_bf16(gc_bf16 *y, float *lse, const gc_bf16 *q, const gc_bf16 *k, const gc_bf16 *v, long B,
+                               long NH, long NKV, long T, long hs, int heads_out, float scale);
+void gc_attention_gqa_bwd_bf16(gc_bf16 *dq, gc_bf16 *dk, gc_bf16 *dv, const gc_bf16 *dy, const gc_bf16 *q,
+                               const gc_bf16 *k, const gc_bf16 *v, const gc_bf16 *y, const float *lse, long B, long NH,
+                               long NKV, long T, long hs, int heads_out, float scale, int acc);
 void gc_rope_bf16(gc_bf16 *y, const gc_bf16 *x, long batch, long T, long hs, double theta, int inverse, int acc);
 void gc_concat_bf16(gc_bf16 *y, const gc_bf16 *a, const gc_bf16 *b, long outer, long na, long nb, int acc);
 void gc_narrow_bf16(gc_bf16 *y, const gc_bf16 *x, long outer, long nx, long start, long len, int acc);

@@ -1854,3 +1854,5 @@ void gc_poison(void *p, size_t bytes)
 #include "norm_rope_cuda.cu"
 /* concat, narrow, repeat, mean (issue 22): likewise */
 #include "shape_cuda.cu"
+/* causal attention with grouped k/v heads on separate q, k, v (issue 22): likewise */
+#include "attention_gqa_cuda.cu"

@@ -812,6 +812,89 @@ static void test_shapes(void)
     free(a), free(b), free(y);
 }
 
+/* attention_gqa: forward against softmax(causal(s q k^T)) v over repeated kv heads; dq, dk, dv by finite differences */
+typedef struct {
+    double *q, *k, *v, *W, *y, *lse;
+    long B, NH, NKV, T, hs;
+    int heads_out, which;   /* 0 dq, 1 dk, 2 dv */
+} GqaCtx;
+
+static const float GQA_SCALE = 0.37f;
+
+static double gqa_loss(void *p)
+{
+    GqaCtx *a = p;
+    gc_attention_gqa_fwd(a->y, a->lse, a->q, a->k, a->v, a->B, a->NH, a->NKV, a->T, a->hs, a->heads_out, GQA_SCALE);
+    return dot_finite(a->W, a->y, a->B * a->NH * a->T * a->hs);
+}
+
+static void gqa_grad(void *p, double *g, int acc)
+{
+    GqaCtx *a = p;
+    gqa_loss(a);
+    long nq = a->B * a->NH * a->T * a->hs, nk = a->B * a->NKV * a->T * a->hs;
+    double *d[3] = {kt_alloc((size_t)nq * sizeof(double)), kt_alloc((size_t)nk * sizeof(double)),
+                    kt_alloc((size_t)nk * sizeof(double))};
+    long len[3] = {nq, nk, nk};
+    memcpy(d[a->which], g, (size_t)len[a->which] * sizeof(double));
+    gc_attention_gqa_bwd(d[0], d[1], d[2], a->W, a->q, a->k, a->v, a->y, a->lse, a->B, a->NH, a->NKV, a->T, a->hs,
+                         a->heads_out, GQA_SCALE, acc ? 1 << a->which : 0);
+    memcpy(g, d[a->which], (size_t)len[a->which] * sizeof(double));
+    free(d[0]), free(d[1]), free(d[2]);
+}
+
+static void gqa_case(long B, long NH, long NKV, long T, long hs, int heads_out)
+{
+    long nq = B * NH * T * hs, nk = B * NKV * T * hs;
+    GqaCtx a = {kt_rand(nq, -1, 1), kt_rand(nk, -1, 1), kt_rand(nk, -1, 1), kt_rand(nq, -1, 1),
+                kt_alloc((size_t)nq * sizeof(double)), kt_alloc((size_t)(B * NH * T) * sizeof(double)),
+                B, NH, NKV, T, hs, heads_out, 0};
+    gqa_loss(&a);
+    long grp = NH / NKV;
+    for (long b = 0; b < B; b++)   /* the forward, naively */
+        for (long h = 0; h < NH; h++)
+            for (long t = 0; t < T; t++) {
+                const double *qr = a.q + ((b * NH + h) * T + t) * hs, *kb = a.k + (b * NKV + h / grp) * T * hs,
+                             *vb = a.v + (b * NKV + h / grp) * T * hs;
+                double sc[64], m = -INFINITY, s = 0;
+                for (long j = 0; j <= t; j++) {
+                    sc[j] = 0;
+                    for (long i = 0; i < hs; i++)
+                        sc[j] += qr[i] * kb[j * hs + i];
+                    sc[j] *= (double)GQA_SCALE;
+                    m = fmax(m, sc[j]);
+                }
+                for (long j = 0; j <= t; j++)
+                    s += exp(sc[j] - m);
+                for (long i = 0; i < hs; i++) {
+                    double want = 0;
+                    for (long j = 0; j <= t; j++)
+                        want += exp(sc[j] - m) / s * vb[j * hs + i];
+                    long yo = heads_out ? ((b * T + t) * NH + h) * hs : ((b * NH + h) * T + t) * hs;
+                    KT_CHECK(fabs(a.y[yo + i] - want) <= 1e-12, "attention_gqa fwd [%ld,%ld,%ld,%ld]", b, h, t, i);
+                }
+            }
+    static const char *names[3] = {"attention_gqa dq", "attention_gqa dk", "attention_gqa dv"};
+    double *in[3] = {a.q, a.k, a.v};
+    long len[3] = {nq, nk, nk};
+    for (int w = 0; w < 3; w++) {
+        a.which = w;
+        double *g = kt_alloc((size_t)len[w] * sizeof(double));
+        run_both_acc(names[w], gqa_grad, &a, g, len[w]);
+        check_fd(names[w], gqa_loss, &a, in[w], g, len[w], 60);
+        free(g);
+    }
+    free(a.q), free(a.k), free(a.v), free(a.W), free(a.y), free(a.lse);
+}
+
+static void test_attention_gqa(void)
+{
+    gqa_case(1, 1, 1, 1, 1, 0);
+    gqa_case(2, 6, 2, 13, 10, 1);   /* 3 query heads per kv head, odd T and hs */
+    gqa_case(1, 4, 4, 9, 8, 0);     /* no grouping */
+    gqa_case(2, 4, 1, 16, 4, 1);    /* one kv head */
+}
+
 int main(int argc, char **argv)
 {
     static const kt_case cases[] = {
@@ -821,7 +904,7 @@ int main(int argc, char **argv)
         {"causal_mask", test_causal_mask}, {"cross_entropy", test_crossentropy},
         {"attention", test_attention},     {"classifier", test_classifier},
         {"rmsnorm", test_rmsnorm},         {"rope", test_rope},
-        {"shapes", test_shapes},
+        {"shapes", test_shapes},           {"attention_gqa", test_attention_gqa},
     };
     kt_seed(1234);
     return kt_main(argc, argv, cases, (int)(sizeof cases / sizeof cases[0]));

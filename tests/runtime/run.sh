@@ -272,22 +272,28 @@ t_sample() {
 t_gradcheck_pass() {
     run_ok "$FAKE" --gradcheck
     cat out.txt
-    grep -q '^gradcheck: 16 elements, worst relative error .* (param [a-z]*\[[0-9]*\])$' out.txt || fail "summary line"
+    grep -q '^gradcheck: 16 directions, worst relative error .* (param [a-z]*)$' out.txt || fail "summary line"
     for p in wte gain proj bias; do
-        grep -Eq "^ +[0-9]+  $p " out.txt || fail "no element of $p checked"
+        grep -Eq "^ +[0-9]+  $p +grad " out.txt || fail "$p not checked along its gradient"
+        grep -Eq "^ +[0-9]+  $p +random " out.txt || fail "$p not checked along a random direction"
     done
     grep -q '^step' out.txt && fail "--gradcheck trained"
     run_ok "$FAKE" --gradcheck 40 --seed 3
-    grep -q '^gradcheck: 40 elements' out.txt || fail "--gradcheck 40"
-    run_ok "$FAKE" --gradcheck=2
-    grep -q '^gradcheck: 2 elements' out.txt || fail "--gradcheck=2"
+    grep -q '^gradcheck: 40 directions' out.txt || fail "--gradcheck 40"
+    run_ok "$FAKE" --gradcheck=2     # at least one per parameter tensor
+    grep -q '^gradcheck: 4 directions' out.txt || fail "--gradcheck=2"
     "$FIX" text2shard "$SRC/fake_model.c" train.bin || fail fixture
     run_ok "$FAKE" --gradcheck --data train.bin
+    # the test hook: one tensor's gradient 1 % off fails, and that tensor is blamed
+    for p in wte gain proj bias; do
+        GC_GRADCHECK_SKEW=$p expect_err "gradcheck failed: worst relative error" "$FAKE" --gradcheck
+        grep -q "^gradcheck: 16 directions, worst relative error .* (param $p)$" out.txt || { cat out.txt; fail "skewed $p not blamed"; }
+    done
 }
 
 t_gradcheck_fail() {
     expect_err "gradcheck failed: worst relative error" "$FAKE_BAD" --gradcheck
-    grep -q '^gradcheck: 16 elements, worst relative error .* (param wte\[' out.txt || fail "the wrong tensor was blamed"
+    grep -q '^gradcheck: 16 directions, worst relative error .* (param wte)$' out.txt || fail "the wrong tensor was blamed"
     cat out.txt
     # the same bug still trains without complaint: that is why the check exists
     run_ok "$FAKE_BAD" --steps 5

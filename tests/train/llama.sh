@@ -41,21 +41,32 @@ gradcheck) # analytic gradients of the whole tiny Llama against finite differenc
         ./t_gc --threads 2 --gradcheck 48 >out.txt 2>&1 || { cat out.txt; fail "gradcheck $f"; }
     done
     ;;
-fusions)   # swiglu and residual + rmsnorm: the unfused arithmetic, so bit-identical losses; they fire
+fusions)   # attention (GQA, rope'd q and k), swiglu, residual + rmsnorm fire; swiglu and rmsnorm are the
+           # unfused arithmetic (bit-identical losses); attention within 1e-5 (another summation order)
     "$gc" "$graph" --config tiny --target cpu --emit c >prog.c || fail "--emit c"
     grep -q 'gc_swiglu_bwd(' prog.c || fail "no fused SwiGLU backward in the program"
     grep -q 'ew_swiglu' prog.c || fail "no fused SwiGLU forward in the program"
     grep -q 'gc_add_rmsnorm_fwd(' prog.c || fail "no fused residual + rmsnorm in the program"
+    grep -q 'gc_attention_gqa_fwd(' prog.c && grep -q 'gc_attention_gqa_bwd(' prog.c ||
+        fail "no fused grouped-query attention (forward and backward) in the program"
+    grep -q 'gc_repeat(\|gc_softmax_fwd(\|gc_causal_mask_fwd(' prog.c && fail "repeated k/v or T x T scores left"
     grep -q 'ew_silu\b\|ew_silu(' prog.c && fail "an unfused silu is left"
     "$gc" "$graph" --config tiny --target cpu --emit plan-text >plan.txt || fail "plan-text"
-    grep -q '^  swiglu *2 fused' plan.txt && grep -q '^  rmsnorm *4 fused' plan.txt || { cat plan.txt; fail "plan-text fusions"; }
+    grep -q '^  swiglu *2 fused' plan.txt && grep -q '^  rmsnorm *4 fused' plan.txt &&
+        grep -q '^  attention *2 fused' plan.txt || { cat plan.txt; fail "plan-text fusions"; }
     compile t_on
     losses t_on --steps 8 >a.txt
-    for kind in swiglu layernorm; do
+    [ "$(wc -l <a.txt)" -eq 8 ] || fail "expected 8 losses"
+    for kind in swiglu layernorm attention; do
         compile t_off --no-fuse=$kind
         losses t_off --steps 8 >b.txt
-        [ "$(wc -l <a.txt)" -eq 8 ] || fail "expected 8 losses"
-        cmp -s a.txt b.txt || { paste a.txt b.txt; fail "--no-fuse=$kind changed the losses"; }
+        if [ $kind = attention ]; then
+            paste a.txt b.txt | awk '{ d = $1 - $2; if (d < 0) d = -d; if (d > m) m = d }
+                END { printf "attention on vs off: max |diff| %.3g\n", m; exit !(m <= 1e-5) }' ||
+                { paste a.txt b.txt; fail "--no-fuse=attention changed the losses"; }
+        else
+            cmp -s a.txt b.txt || { paste a.txt b.txt; fail "--no-fuse=$kind changed the losses"; }
+        fi
     done
     ;;
 *)

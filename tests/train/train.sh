@@ -90,7 +90,10 @@ profile)   # --profile: same losses; one row per kernel and shape, rows add up t
     ;;
 gradcheck) # analytic gradients of the whole tiny GPT-2 against finite differences
     compile t_$check --schedule plain
-    ./t_$check --threads 2 --gradcheck 48 || fail "gradcheck"
+    ./t_$check --threads 2 --gradcheck 32 || fail "gradcheck"
+    # one tensor's gradient 1 % off (the GC_GRADCHECK_SKEW test hook) fails and is blamed
+    GC_GRADCHECK_SKEW=attprojw ./t_$check --threads 2 --gradcheck >out.txt 2>&1 && { cat out.txt; fail "1 % off passed"; }
+    grep -q "worst relative error .* (param attprojw)" out.txt || { cat out.txt; fail "attprojw not blamed"; }
     # the fused-opt program keeps gradients in the arena: it says so instead
     compile t_fused --schedule fused-opt
     ./t_fused --gradcheck 4 >out.txt 2>err.txt && fail "gradcheck on a fused-opt program should fail"
@@ -124,11 +127,25 @@ badfiles)  # bad checkpoints and shards: one-line error naming the file, exit 1
     expect_error "junk.bin" --data junk.bin
     expect_error "missing.bin" --data missing.bin
     ;;
-rules)     # small graphs that exercise single backward rules, through --gradcheck
-    for g in "$(dirname "$graph")"/../tests/train/graphs/*.graph; do
+rules)     # small graphs that exercise single backward rules, through --gradcheck at its defaults;
+           # each parameter's gradient made 1 % off (the GC_GRADCHECK_SKEW test hook) must fail
+    src=$(dirname "$graph")/..
+    # the example of docs/grammar.md (V = 5: a token shard of its own)
+    awk '/^```$/ { n++; next } n == 1' "$src/docs/grammar.md" >grammar_example.graph
+    python3 -c 'import struct, random; random.seed(5); t = [random.randrange(5) for _ in range(600)]
+open("tok5.bin", "wb").write(struct.pack("<256i", 20240520, 1, len(t), *[0] * 253) + struct.pack("<%dH" % len(t), *t))' ||
+        fail "token shard"
+    for g in "$src"/tests/train/graphs/*.graph grammar_example.graph; do
         "$gc" "$g" --target cpu --schedule plain -o t_rules || fail "gcompile $g"
-        ./t_rules --threads 2 --gradcheck 32 >out.txt 2>&1 || { cat out.txt; fail "gradcheck $g"; }
-        tail -1 out.txt
+        data=
+        [ "$g" = grammar_example.graph ] && data="--data tok5.bin"
+        ./t_rules --threads 2 --gradcheck $data >out.txt 2>&1 || { cat out.txt; fail "gradcheck $g"; }
+        echo "$(basename "$g"): $(tail -1 out.txt)"
+        for p in $(awk '$3 == "grad" { print $2 }' out.txt); do
+            GC_GRADCHECK_SKEW=$p ./t_rules --threads 2 --gradcheck $data >skew.txt 2>&1 &&
+                { cat skew.txt; fail "$g: gradient of $p 1 % off passed gradcheck"; }
+            grep -q "worst relative error .* (param $p)" skew.txt || { cat skew.txt; fail "$g: skewed $p not blamed"; }
+        done
     done
     ;;
 micro)     # gradient accumulation: K = 2 and 4 micro-batches of B/K rows match one batch of B within 1e-6
@@ -152,7 +169,7 @@ micro)     # gradient accumulation: K = 2 and 4 micro-batches of B/K rows match 
     losses t_plain --steps 8 >b.txt
     grep -qi nan b.txt && fail "NaN loss with --poison --micro-batches 2"
     cmp -s a.txt b.txt || { paste a.txt b.txt; fail "plain and fused-opt schedules differ with micro-batches"; }
-    ./t_plain --threads 2 --gradcheck 24 >out.txt || { cat out.txt; fail "gradcheck with 2 micro-batches"; }
+    ./t_plain --threads 2 --gradcheck >out.txt || { cat out.txt; fail "gradcheck with 2 micro-batches"; }
     # K must divide B
     "$gc" "$graph" --config tiny --target cpu --micro-batches 3 --emit plan >/dev/null 2>err.txt && fail "K=3 accepted"
     grep -q "does not divide B = 4" err.txt || { cat err.txt; fail "K=3 message"; }
@@ -261,7 +278,7 @@ fusions)   # each fusion on vs off: 20 steps within 1e-5; fused programs pass gr
             case $kind in bgrad|gelu) cmp -s a.txt b.txt || fail "--no-fuse=$kind: losses not bit-identical";; esac
         done
         compile t_gc $shape --schedule plain --classifier-chunk 100
-        ./t_gc --threads 2 --gradcheck 48 >out.txt 2>&1 || { cat out.txt; fail "gradcheck, fused $shape"; }
+        ./t_gc --threads 2 --gradcheck >out.txt 2>&1 || { cat out.txt; fail "gradcheck, fused $shape"; }
         "$gc" "$graph" --config tiny --target cpu $shape --emit c >prog.c
         grep -q gc_attention_fwd prog.c || fail "no fused attention in the program $shape"
         grep -q gc_classifier prog.c || fail "no fused classifier in the program $shape"
@@ -286,7 +303,7 @@ fusions)   # each fusion on vs off: 20 steps within 1e-5; fused programs pass gr
         END { printf "classifier with 2 micro-batches on vs off: max |diff| %.3g\n", m; exit !(NR == 20 && m <= 1e-5) }' ||
         { paste a.txt b.txt; fail "fused classifier with micro-batches changed the losses"; }
     compile t_mb_gc --micro-batches 2 --schedule plain
-    ./t_mb_gc --threads 2 --gradcheck 48 >out.txt 2>&1 || { cat out.txt; fail "gradcheck, fused classifier, 2 micro-batches"; }
+    ./t_mb_gc --threads 2 --gradcheck >out.txt 2>&1 || { cat out.txt; fail "gradcheck, fused classifier, 2 micro-batches"; }
     # the switch: off means off, unknown names are errors
     "$gc" "$graph" --config tiny --target cpu --no-fuse=attention --emit c | grep -q gc_attention_fwd &&
         fail "--no-fuse=attention left attention fused"
