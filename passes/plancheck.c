@@ -29,8 +29,11 @@
  *      elementwise op allowed in place over exactly V's bytes) went through
  *      such a tensor W, over bytes something had already written before s,
  *      and no write through V or its view ancestors/descendants covering V
- *      came between. (The rule autodiff follows so that this holds is stated
- *      at may_share in autodiff.c.)
+ *      came between. "Above or below" is judged after counting a gradient
+ *      of a forward view as the gradient of the view's forward root, when
+ *      that is its view ancestor (gradient_owners: both are one gradient's
+ *      bytes). (The rule autodiff follows so that this holds is stated at
+ *      may_share in autodiff.c.)
  */
 #include <stdarg.h>
 #include <stdio.h>
@@ -516,6 +519,45 @@ static int family(const int *tin, const int *tout, int a, int b)
     return (tin[a] <= tin[b] && tout[b] <= tout[a]) || (tin[b] <= tin[a] && tout[a] <= tout[b]);
 }
 
+/* The tensor an access of t counts as going through, for the family test:
+ * a gradient is one per forward storage root, and the gradient of a forward
+ * view F (a reshape, a slice, a layer of a stack) is the same view of the
+ * gradient of F's root (autodiff's grad_of), so bytes written through it are
+ * that gradient's bytes, not an alias's. So t, after climbing same-bytes views
+ * that are nobody's gradient (a matmul's rank-2 view of a gradient), counts as
+ * the gradient of its forward tensor's storage root, when that gradient is a
+ * view ancestor of it. Two gradients autodiff let share one buffer (may_share)
+ * are gradients of different forward roots and stay apart. */
+static void gradient_owners(const Graph *g, const int *tin, const int *tout, int *owner)
+{
+    int n = g->nt;
+    int *fwd = malloc(((size_t)n + 1) * sizeof *fwd);    /* the forward tensor of a gradient */
+    if (!fwd)
+        IR_BUG("out of memory");
+    for (int t = 0; t < n; t++)
+        fwd[t] = -1;
+    for (int t = 0; t < n; t++)
+        if (g->t[t].grad >= 0 && g->t[t].grad < n && fwd[g->t[t].grad] < 0)
+            fwd[g->t[t].grad] = t;
+    for (int t = 0; t < n; t++) {
+        int u = t;
+        for (int guard = 0; guard <= n && fwd[u] < 0; guard++) {
+            int p = g->t[u].view_of;
+            if (p < 0 || p >= n || g->t[u].view_offset != 0 || g->t[u].bytes != g->t[p].bytes)
+                break;
+            u = p;
+        }
+        owner[t] = t;
+        if (fwd[u] < 0)
+            continue;
+        size_t off;
+        int r = top_of(g, fwd[u], &off), gr = g->t[r].grad;
+        if (gr >= 0 && gr < n && tin[gr] <= tin[t] && tout[t] <= tout[gr])
+            owner[t] = gr;
+    }
+    free(fwd);
+}
+
 /* The reads and writes of the schedule (an accumulation reads its output too). */
 static int collect_accesses(const Graph *g, const Memo *m, Access *rd, Access *wr, int *nwr)
 {
@@ -549,9 +591,11 @@ static int check_alias_reads(const Graph *g, const Memo *m, char *err, size_t er
     int *tin = malloc(((size_t)g->nt + 1) * sizeof *tin), *tout = malloc(((size_t)g->nt + 1) * sizeof *tout);
     Access *rd = malloc((nacc + 1) * sizeof *rd), *wr = malloc((nacc + 1) * sizeof *wr);
     char *est = malloc(nacc + 1);
-    if (!tin || !tout || !rd || !wr || !est)
+    int *owner = malloc(((size_t)g->nt + 1) * sizeof *owner);
+    if (!tin || !tout || !rd || !wr || !est || !owner)
         IR_BUG("out of memory");
     view_order(g, tin, tout);
+    gradient_owners(g, tin, tout, owner);
     int nw, nr = collect_accesses(g, m, rd, wr, &nw), rc = 0;
     qsort(rd, (size_t)nr, sizeof *rd, access_cmp);
     qsort(wr, (size_t)nw, sizeof *wr, access_cmp);
@@ -572,7 +616,7 @@ static int check_alias_reads(const Graph *g, const Memo *m, char *err, size_t er
             j++;
         for (j--; j >= w0; j--) {
             const Access *w = &wr[j];
-            if (family(tin, tout, w->t, a->t)) {
+            if (family(tin, tout, owner[w->t], owner[a->t])) {
                 if (w->step < a->step && w->lo <= a->lo && a->hi <= w->hi)
                     break;                    /* V's value written again since */
                 continue;
@@ -594,6 +638,7 @@ static int check_alias_reads(const Graph *g, const Memo *m, char *err, size_t er
     free(rd);
     free(wr);
     free(est);
+    free(owner);
     return rc;
 }
 

@@ -386,12 +386,28 @@ static void test_checker_negative(void)
 /* Rule 8: two gradients that share one buffer (views a and b of d, as
  * autodiff makes them for x + (matmul(x, w) + z)): a write through a while b
  * is still to be read is rejected; the same ops with the read first, or the
- * write through d itself (b's base), are accepted. */
-static Graph *alias_graph(int read_first, int through_base)
+ * write through d itself (b's base), are accepted. `fwd` names the forward
+ * tensors a and b are the gradients of (none: FWD_NONE): two forward roots
+ * (FWD_APART: an alias, rejected); two views of one forward root r whose
+ * gradient is d (FWD_VIEWS: both are d's bytes, as for t3 + f(reshape(t3))
+ * in issue 20's tests/randgraph/regress/plancheck_alias_views.graph:
+ * accepted); the same, but r's gradient is a tensor that is not a view
+ * ancestor of a and b (FWD_FOREIGN: no such plan is d's, rejected). */
+enum { FWD_NONE, FWD_APART, FWD_VIEWS, FWD_FOREIGN };
+
+static Graph *alias_graph(int read_first, int through_base, int fwd)
 {
     Graph *g = graph_new("alias");
     int x = pu_tensor(g, "x", 64, TK_INPUT), d = pu_tensor(g, "d", 64, TK_ACTGRAD);
     int a = pu_view(g, "d.a", d, 0, 1, (long[]){64}), b = pu_view(g, "d.b", d, 0, 1, (long[]){64});
+    if (fwd != FWD_NONE) {
+        int r = pu_tensor(g, "r", 64, TK_ACTIVATION);
+        int fa = fwd == FWD_APART ? pu_tensor(g, "fa", 64, TK_ACTIVATION) : pu_view(g, "fa", r, 0, 1, (long[]){64});
+        int fb = fwd == FWD_APART ? pu_tensor(g, "fb", 64, TK_ACTIVATION) : pu_view(g, "fb", r, 0, 1, (long[]){64});
+        g->t[fa].grad = a;
+        g->t[fb].grad = b;
+        g->t[r].grad = fwd == FWD_FOREIGN ? pu_tensor(g, "e", 64, TK_ACTGRAD) : d;
+    }
     int y = pu_tensor(g, "y", 64, TK_ACTGRAD), loss = pu_tensor(g, "loss", 1, TK_ACTIVATION);
     pu_op(g, OP_FILL, "seed", 0, NULL, 1, &d, 0, PH_BWD);
     int w = through_base ? d : a;
@@ -414,17 +430,24 @@ static Graph *alias_graph(int read_first, int through_base)
 static void test_checker_alias(void)
 {
     char err[512] = "";
-    Graph *g = alias_graph(0, 0);
-    CHECK(plan_check(g, err, sizeof err) != 0);
-    if (!strstr(err, "op write.a at step 1 writes d.a over bytes of d.b, an alias still to be read")) {
-        fprintf(stderr, "alias: message '%s'\n", err);
-        failures++;
+    const int rejected[] = {FWD_NONE, FWD_APART, FWD_FOREIGN};
+    for (int k = 0; k < 3; k++) {
+        Graph *g = alias_graph(0, 0, rejected[k]);
+        err[0] = 0;
+        CHECK(plan_check(g, err, sizeof err) != 0);
+        if (!strstr(err, "op write.a at step 1 writes d.a over bytes of d.b, an alias still to be read")) {
+            fprintf(stderr, "alias (fwd %d): message '%s'\n", rejected[k], err);
+            failures++;
+        }
+        graph_free(g);
     }
-    graph_free(g);
-    g = alias_graph(1, 0);
+    Graph *g = alias_graph(1, 0, FWD_NONE);
     CHECK_EQ(plan_check(g, err, sizeof err), 0);
     graph_free(g);
-    g = alias_graph(0, 1);
+    g = alias_graph(0, 1, FWD_NONE);
+    CHECK_EQ(plan_check(g, err, sizeof err), 0);
+    graph_free(g);
+    g = alias_graph(0, 0, FWD_VIEWS);
     CHECK_EQ(plan_check(g, err, sizeof err), 0);
     graph_free(g);
 }

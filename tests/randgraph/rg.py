@@ -301,12 +301,6 @@ KNOWN = [
     (lambda spec, lever, kind, msg: KNOWN_ALIAS_OPEN and kind in ("loss", "param") and known_alias(spec),
      "known: fixed by autodiff alias rule (issue 20 (1))"),
     (known_layers, "known: split_updates layer numbering of sliced params (not fixed)"),
-    # main 8d948ae's plancheck rule 8 (no write through one alias while another is to be
-    # read) rejects plans of valid graphs, "internal compiler error: plan check failed: ...
-    # an alias still to be read" (regress/plancheck_alias_*.graph; found after merging it)
-    (lambda spec, lever, kind, msg: kind == "compile" and "plan check failed" in msg
-     and "an alias still to be read" in msg,
-     "known: plancheck rule 8 rejects the plan of a valid graph (main 8d948ae, not fixed)"),
 ]
 
 
