@@ -108,11 +108,14 @@ data)
         { cat out.txt; fail "--print-every 4"; }
     echo "ok: prefetch on and off, bit-identical losses over 18 steps"
     # the prefetch thread's time is off the step's critical path (--profile): each batch
-    # takes 100 ms to prepare (GC_DATA_TEST_DELAY_MS), a profiled step here >= 200 ms
+    # takes 100 ms to prepare (GC_DATA_TEST_DELAY_MS), a profiled step here >= 200 ms. The
+    # step may wait for less than half the preparation time (without prefetch it waits for
+    # all of it, >= 90 ms, checked below); an absolute bound (25 ms) failed on a loaded
+    # 2-core host (26 ms waited of 125 ms preparing) where the prefetch thread shares a core
     waited() { sed -n 's/^data: \([0-9.]*\) ms\/step preparing batches, .*; \([0-9.]*\) ms\/step of the step waiting for them$/\1 \2/p' out.txt; }
     GC_DATA_TEST_DELAY_MS=100 run_ok --data 'd/s_*.bin' --steps 4 --profile
     set -- $(waited)
-    [ $# -eq 2 ] && awk -v p="$1" -v w="$2" 'BEGIN { exit !(p >= 100 && w < 25) }' ||
+    [ $# -eq 2 ] && awk -v p="$1" -v w="$2" 'BEGIN { exit !(p >= 100 && w < p / 2) }' ||
         { tail -n 3 out.txt; fail "prefetch: the batches' time is on the step's critical path"; }
     echo "prefetch: $1 ms/step preparing, $2 ms/step waited for"
     GC_DATA_TEST_DELAY_MS=100 run_ok --data 'd/s_*.bin' --steps 4 --profile --no-prefetch
