@@ -131,6 +131,7 @@ void gcrt_rng_seed(gcrt_rng *r, uint64_t seed, uint64_t stream);
 uint64_t gcrt_rng_u64(gcrt_rng *r);
 double gcrt_rng_uniform(gcrt_rng *r);          /* [0, 1), 53 random bits */
 double gcrt_rng_normal(gcrt_rng *r);           /* N(0, 1) */
+void gcrt_rng_fill_normal(gcrt_rng *r, float *x, long n, double std);   /* x[i] = (float)(std * normal), threaded */
 long gcrt_rng_below(gcrt_rng *r, long n);      /* [0, n), n >= 1 */
 
 /* ---------------------------------------------------------------- data.c: token shards */

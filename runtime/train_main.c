@@ -135,9 +135,11 @@ static void init_params(float *w, const gc_program *p, unsigned long long seed)
     for (int i = 0; i < p->nparams; i++) {
         const gc_param_info *q = &p->params[i];
         float *x = w + q->offset;
-        for (long k = 0; k < q->numel; k++)
-            x[k] = q->init == GC_INIT_ONES ? 1.0f
-                 : q->init == GC_INIT_NORMAL ? (float)(q->std * gcrt_rng_normal(&r)) : 0.0f;
+        if (q->init == GC_INIT_NORMAL)
+            gcrt_rng_fill_normal(&r, x, q->numel, q->std);
+        else if (q->init == GC_INIT_ONES)
+            for (long k = 0; k < q->numel; k++)
+                x[k] = 1.0f;
     }
 }
 
@@ -562,6 +564,7 @@ static int run_program(gcrt_run *st)
     if (gc_device_init(err, sizeof err) != 0)
         return gcrt_errorf("%s", *err ? err : "device initialisation failed");
     gcrt_print_header(p);
+    fflush(stdout);   /* the header shows while the parameters are prepared */
     if (check_fits(p) || gcrt_data_open(st) || (st->o.ckpt_dir && gcrt_ckpt_dir_open(st)) ||
         prepare_params(st) || open_outputs(st))
         return 1;
