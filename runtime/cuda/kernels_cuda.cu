@@ -1241,7 +1241,10 @@ void gc_layernorm_fwd_bf16(gc_bf16 *out, float *mean, float *rstd, const gc_bf16
     layernorm_fwd(out, mean, rstd, x, w, b, N, C, eps);
 }
 
-/* dx (N, C) (+)= (dout*w - mean(dout*w) - xhat * mean(dout*w*xhat)) * rstd; warp per row */
+/* dx (N, C) (+)= (dout*w - mean(dout*w) - xhat * mean(dout*w*xhat)) * rstd; warp per row.
+ * dout*w is rounded once (__fmul_rn: never contracted into an FMA), the same
+ * in the sums and in dx, so where dx is 0 in exact arithmetic (C = 1) it is 0
+ * here too, not one product's rounding error times rstd (seen on an H200). */
 template <class T>
 __global__ void layernorm_bwd_dx_kernel(T *dx, const T *dout, const T *x, const T *w, const float *mean,
                                         const float *rstd, long N, long C, int acc)
@@ -1262,13 +1265,13 @@ __global__ void layernorm_bwd_dx_kernel(T *dx, const T *dout, const T *x, const 
         gc_vload<V>(wv, w + c);
         gc_vload<V>(xv, xr + c);
         for (int k = 0; k < V; k++) {
-            float dn = dv[k] * wv[k];
+            float dn = __fmul_rn(dv[k], wv[k]);
             s1 += dn;
             s2 += dn * (xv[k] - m) * rs;
         }
     }
     for (long c = ve + lane; c < C; c += 32) {
-        float dn = to_f(dr[c]) * to_f(w[c]);
+        float dn = __fmul_rn(to_f(dr[c]), to_f(w[c]));
         s1 += dn;
         s2 += dn * (to_f(xr[c]) - m) * rs;
     }
@@ -1282,14 +1285,14 @@ __global__ void layernorm_bwd_dx_kernel(T *dx, const T *dout, const T *x, const 
             gc_vload<V>(ov, o + c);
         for (int k = 0; k < V; k++) {
             float xhat = (xv[k] - m) * rs;
-            float g = (dv[k] * wv[k] - dn_mean - xhat * dn_xhat_mean) * rs;
+            float g = (__fmul_rn(dv[k], wv[k]) - dn_mean - xhat * dn_xhat_mean) * rs;
             ov[k] = acc ? ov[k] + g : g;
         }
         gc_vstore<V>(o + c, ov);
     }
     for (long c = ve + lane; c < C; c += 32) {
         float xhat = (to_f(xr[c]) - m) * rs;
-        float g = (to_f(dr[c]) * to_f(w[c]) - dn_mean - xhat * dn_xhat_mean) * rs;
+        float g = (__fmul_rn(to_f(dr[c]), to_f(w[c])) - dn_mean - xhat * dn_xhat_mean) * rs;
         put(o + c, g, acc);
     }
 }
