@@ -32,6 +32,20 @@ $gc $tiny --precision fp32 --gpus 2 --split dp -o "$b/tiny_dp2.cu"
 $gc models/gpt2.graph --config tiny --target cpu -o "$b/tiny_cpu"
 "$b/tiny_cpu" --threads 2 --steps 10 --lr 1e-3 --log "$b/tiny_cpu.jsonl" >/dev/null
 rm "$b/tiny_cpu"
+# tiny Llama (RMSNorm, RoPE, SwiGLU, grouped-query attention): fp32 without TF32 and bf16 against its CPU target
+ltiny="models/llama.graph --config tiny --target cuda --emit cuda"
+$gc $ltiny --precision fp32 --no-tf32 -o "$b/llama_tiny_fp32.cu"
+$gc $ltiny --precision bf16 -o "$b/llama_tiny_bf16.cu"
+$gc models/llama.graph --config tiny --target cpu -o "$b/llama_tiny_cpu"
+"$b/llama_tiny_cpu" --threads 2 --steps 10 --lr 1e-3 --log "$b/llama_tiny_cpu.jsonl" >/dev/null
+rm "$b/llama_tiny_cpu"
+# Llama 3.2 1B (untied head) bf16 at B=2, T=2048: a first throughput number for the Llama kernels
+$gc models/llama.graph --config llama_1b -D T=2048 -D B=2 --target cuda --precision bf16 --emit cuda -o "$b/llama1b_bf16.cu"
+$gc models/llama.graph --config llama_1b -D T=2048 -D B=2 --target cuda --precision bf16 --emit summary |
+    sed -n 's/^device_bytes_needed: //p' >"$b/llama1b_bf16.bytes"
+# the 124M and 1B runs' data: this repository's docs as byte-level text (the
+# built-in corpus, 24,863 tokens, is smaller than one B=64, T=1024 batch)
+cat README.md docs/*.md >"$b/corpus.txt"
 # GPT-2 124M at T=1024 for several B: the run picks the largest whose plan fits
 for prec in fp32 bf16; do
     for B in 4 8 16 24 32 48 64; do

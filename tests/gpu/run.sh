@@ -8,7 +8,8 @@
 #       fp32 and bf16), racecheck on the attention kernels (1 step, SIMT fp32
 #       and WMMA bf16);
 #   (b) tiny, 10 steps, against the CPU target's losses: fp32 without TF32
-#       (1e-4), fp32 with TF32 (2.5e-3) and bf16 (2e-2);
+#       (1e-4), fp32 with TF32 (2.5e-3) and bf16 (2e-2); tiny Llama (RMSNorm,
+#       RoPE, SwiGLU, GQA attention) fp32 without TF32 and bf16 likewise;
 #   (c) GPT-2 124M bf16 at T=1024 with the largest B whose plan + reserve
 #       fits the free memory: tok/s, MFU, planned against measured device
 #       memory (the program's "device memory after the first step" line,
@@ -18,12 +19,13 @@
 #       kernel test's "bench" group, which also checks that they agree),
 #       then every kernel against the CPU kernels in what time is left;
 #   (e) GPT-2 124M fp32 (TF32) at its largest B: tok/s, MFU, memory;
+#   (e2) Llama 3.2 1B bf16, B=2, T=2048: tok/s, MFU, memory (the GQA kernels' first timing);
 #   (f) NCCL: tiny on 2 data-parallel ranks, only if 2 GPUs and mpirun exist.
 # Needs gpu_bundle/ from tests/gpu/prepare.sh. Every result goes to
 # $OUT/summary.txt (default /tmp/gpu_out) and to stdout as it is measured, so
 # a run that is killed still leaves what it measured; stdout is the summary
 # alone (about 60 lines, well within a 12,000-character tail), the programs'
-# own output is in $OUT/*.txt. Exit 0 only if everything that ran passed.
+# own output is in $OUT/*.txt (and all of it in $OUT/outputs.tgz at the end). Exit 0 only if everything that ran passed.
 #
 # --dry-run: on a machine without a GPU, check the script: sm_90 and 140 GiB
 # free are assumed, the build runs for real (it compiles what the bundle's
@@ -39,8 +41,9 @@ case ${1:-} in
 *) echo "usage: sh tests/gpu/run.sh [--dry-run]" >&2; exit 2 ;;
 esac
 # the budgets (s); their sum is the overall deadline
-A_BUILD=150 A_SAN=70 B_TINY=50 C_124=70 D_KERN=60 E_124=50 F_NCCL=30
-TOTAL=$((A_BUILD + A_SAN + B_TINY + C_124 + D_KERN + E_124 + F_NCCL))
+# (the build links prepared objects in seconds; 120 s is for compiling them on another architecture)
+A_BUILD=120 A_SAN=70 B_TINY=50 C_124=70 D_KERN=55 E_124=45 E2_LLAMA=40 F_NCCL=30
+TOTAL=$((A_BUILD + A_SAN + B_TINY + C_124 + D_KERN + E_124 + E2_LLAMA + F_NCCL))
 b=gpu_bundle
 out=${OUT:-/tmp/gpu_out}
 exe=$out/bin
@@ -114,7 +117,11 @@ for prec in bf16 fp32; do
     log "124M $prec: $free bytes free; largest B that fits: ${best:-none}"
     [ -n "$best" ] && g124="$g124 g124_${prec}_B$best"
 done
-run_progs="tiny_fp32 tiny_tf32 tiny_bf16$g124"
+llama=""
+need=$(cat "$b/llama1b_bf16.bytes" 2>/dev/null)
+[ -n "$need" ] && [ "$need" -lt "$free" ] && llama=llama1b_bf16
+log "Llama 1B bf16 B=2 T=2048: needs ${need:-?} bytes: $([ -n "$llama" ] && echo fits || echo 'does not fit, skipped')"
+run_progs="tiny_fp32 tiny_tf32 tiny_bf16 llama_tiny_fp32 llama_tiny_bf16$g124${llama:+ $llama}"
 [ "$ngpu" -ge 2 ] && [ -f "$b/tiny_dp2.cu" ] && run_progs="$run_progs tiny_dp2"
 
 # ---- (a) build, then the sanitizers on tiny
@@ -135,15 +142,18 @@ if part "a: sanitizers" "$A_SAN"; then
     if [ -z "$san" ]; then
         bad "compute-sanitizer not found"
     else
-        for prec in fp32 bf16; do
-            x=$exe/tiny_$prec
-            [ -x "$x" ] || continue
-            t 20 "$san" --tool memcheck --error-exitcode 3 "$x" --steps 2 --lr 1e-3 >"$out/memcheck_$prec.txt" 2>&1 || fail=1
-            log "   memcheck tiny $prec: $(grep -m1 'ERROR SUMMARY' "$out/memcheck_$prec.txt" || tail -1 "$out/memcheck_$prec.txt" | cut -c1-200)"
-            t 20 "$san" --tool racecheck --kernel-name kns=attention --error-exitcode 3 "$x" --steps 1 --lr 1e-3 \
-                >"$out/racecheck_$prec.txt" 2>&1 || fail=1
-            log "   racecheck attention tiny $prec: $(grep -m1 'ERROR SUMMARY\|RACECHECK SUMMARY' "$out/racecheck_$prec.txt" ||
-                tail -1 "$out/racecheck_$prec.txt" | cut -c1-200)"
+        # most wanted first: memcheck on GPT-2 and Llama (fp32, then bf16), then racecheck on their attention
+        for p in tiny_fp32 llama_tiny_fp32 tiny_bf16 llama_tiny_bf16; do
+            [ -x "$exe/$p" ] || continue
+            t 15 "$san" --tool memcheck --error-exitcode 3 "$exe/$p" --steps 2 --lr 1e-3 >"$out/memcheck_$p.txt" 2>&1 || fail=1
+            log "   memcheck $p: $(grep -m1 'ERROR SUMMARY' "$out/memcheck_$p.txt" || tail -1 "$out/memcheck_$p.txt" | cut -c1-200)"
+        done
+        for p in tiny_fp32 tiny_bf16 llama_tiny_fp32 llama_tiny_bf16; do
+            [ -x "$exe/$p" ] || continue
+            t 15 "$san" --tool racecheck --kernel-name kns=attention --error-exitcode 3 "$exe/$p" --steps 1 --lr 1e-3 \
+                >"$out/racecheck_$p.txt" 2>&1 || fail=1
+            log "   racecheck attention $p: $(grep -m1 'ERROR SUMMARY\|RACECHECK SUMMARY' "$out/racecheck_$p.txt" ||
+                tail -1 "$out/racecheck_$p.txt" | cut -c1-200)"
         done
     fi
 fi
@@ -154,12 +164,14 @@ if part b "$B_TINY"; then
     # 10 steps, 1e-4 absolute on a loss of ~5 leaves room; TF32 rounds every matmul operand to 10 mantissa
     # bits (2^-11 relative): 2.5e-3 absolute is one such rounding of the loss (~5); bf16 (2^-8 per stored
     # activation): 2e-2
-    for pt in "tiny_fp32 1e-4" "tiny_tf32 2.5e-3" "tiny_bf16 2e-2"; do
+    # (the same tolerances for tiny Llama: its loss is also ~5, and its matmuls and norms round alike)
+    for pt in "tiny_fp32 1e-4 tiny_cpu" "tiny_tf32 2.5e-3 tiny_cpu" "tiny_bf16 2e-2 tiny_cpu" \
+              "llama_tiny_fp32 1e-4 llama_tiny_cpu" "llama_tiny_bf16 2e-2 llama_tiny_cpu"; do
         set -- $pt
         [ -x "$exe/$1" ] || { bad "$1 not built"; continue; }
-        t 15 "$exe/$1" --steps 10 --lr 1e-3 --log "$out/$1.jsonl" >"$out/$1.txt" 2>&1 ||
+        t 12 "$exe/$1" --steps 10 --lr 1e-3 --log "$out/$1.jsonl" >"$out/$1.txt" 2>&1 ||
             bad "$1 exit $?: $(tail -1 "$out/$1.txt" | cut -c1-200)"
-        loss_check "$1" "$b/tiny_cpu.jsonl" "$out/$1.jsonl" "$2" 10 || fail=1
+        loss_check "$1" "$b/$3.jsonl" "$out/$1.jsonl" "$2" 10 || fail=1
     done
 fi
 
@@ -168,9 +180,9 @@ for p in $g124; do
     case $p in g124_bf16_*) ;; *) continue ;; esac
     part c "$C_124" || break
     [ -x "$exe/$p" ] || { bad "$p not built"; break; }
-    t 45 "$exe/$p" --steps 12 --log "$out/$p.jsonl" >"$out/$p.txt" 2>&1 || bad "$p exit $?"
+    t 45 "$exe/$p" --steps 12 --data "$b/corpus.txt" --log "$out/$p.jsonl" >"$out/$p.txt" 2>&1 || bad "$p exit $?"
     g124_summary "$p"
-    t 25 "$exe/$p" --steps 3 --profile >"$out/${p}_profile.txt" 2>&1 || bad "$p --profile exit $?"
+    t 25 "$exe/$p" --steps 3 --data "$b/corpus.txt" --profile >"$out/${p}_profile.txt" 2>&1 || bad "$p --profile exit $?"
     sed -n '/^profile:/,$p' "$out/${p}_profile.txt" | head -12 | cut -c1-200 | sed 's/^/   /' | tee -a "$out/summary.txt"
 done
 
@@ -192,9 +204,20 @@ for p in $g124; do
     case $p in g124_fp32_*) ;; *) continue ;; esac
     part e "$E_124" || break
     [ -x "$exe/$p" ] || { bad "$p not built"; break; }
-    t 50 "$exe/$p" --steps 8 --log "$out/$p.jsonl" >"$out/$p.txt" 2>&1 || bad "$p exit $?"
+    t 50 "$exe/$p" --steps 8 --data "$b/corpus.txt" --log "$out/$p.jsonl" >"$out/$p.txt" 2>&1 || bad "$p exit $?"
     g124_summary "$p"
 done
+
+# ---- (e2) Llama 3.2 1B bf16
+if [ -n "$llama" ] && part e2 "$E2_LLAMA"; then
+    if [ -x "$exe/$llama" ]; then
+        t 38 "$exe/$llama" --steps 4 --data "$b/corpus.txt" --log "$out/$llama.jsonl" >"$out/$llama.txt" 2>&1 ||
+            bad "$llama exit $? (124: cut at the part's budget)"
+        g124_summary "$llama"
+    else
+        bad "$llama not built"
+    fi
+fi
 
 # ---- (f) NCCL, 2 ranks
 if [ "$ngpu" -lt 2 ] || ! command -v mpirun >/dev/null 2>&1; then
@@ -209,4 +232,6 @@ fi
 
 log "gpu check: $([ $dry -eq 1 ] && echo "dry run done" || { [ $fail -eq 0 ] && echo PASS || echo FAIL; }) in $(( $(date +%s) - start )) s"
 log "total budget: $TOTAL s"
+# every program's own output in one file beside the summary (some runners bring back few files)
+(cd "$out" && tar czf outputs.tgz --exclude=outputs.tgz --exclude=bin -- *.txt *.jsonl 2>/dev/null)
 exit $fail
