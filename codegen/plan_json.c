@@ -82,7 +82,7 @@ static json_t *schedule_json(const Graph *g)
         json_object_set_new(o, "name", json_string(op->name));
         /* "params": an op the step runs only after the host wrote the master weights (GC_PHASE_PARAMS:
            the bf16 weight copies at init, load or gradcheck; the updates keep them current) */
-        json_object_set_new(o, "phase", json_string(op_param_refresh(g, op) ? "params" : phase_name(op->phase)));
+        json_object_set_new(o, "phase", json_string(op_phase_label(g, op)));
         json_object_set_new(o, "inputs", id_list(op->in, op->nin));
         json_object_set_new(o, "outputs", id_list(op->out, op->nout));
         if (op->acc)

@@ -16,6 +16,7 @@ static const char *const kind_color[] = {
     "#e15759", "#76b7b2", "#edc948", "#4e79a7", "#f28e2b", "#59a14f", "#9c755f", "#b07aa1"};
 static const char *const phase_color[] = {"#4e79a7", "#f28e2b", "#e15759", "#59a14f",
                                           "#b07aa1"};
+static const char *const params_color = "#bab0ac";   /* the bf16 weight casts (op_phase_label "params") */
 static const char *const region_color[] = {"#e15759", "#76b7b2", "#edc948", "#4e79a7"};
 
 
@@ -92,13 +93,14 @@ static void phases(FILE *f, const Graph *g)
     fprintf(f, "<g>\n");
     int s0 = 0;
     for (int s = 1; s <= g->nsched; s++) {
-        Phase p = g->ops[g->sched[s0]].phase;
-        if (s < g->nsched && g->ops[g->sched[s]].phase == p)
+        const Op *op = &g->ops[g->sched[s0]];
+        const char *label = op_phase_label(g, op);
+        if (s < g->nsched && strcmp(op_phase_label(g, &g->ops[g->sched[s]]), label) == 0)
             continue;
         double x0 = PX + (double)PW * s0 / g->nsched, x1 = PX + (double)PW * s / g->nsched;
         fprintf(f, "<rect x=\"%.2f\" y=\"%d\" width=\"%.2f\" height=\"8\" fill=\"%s\">"
                 "<title>%s: steps %d-%d</title></rect>\n", x0, PY - 12, x1 - x0,
-                phase_color[p], phase_name(p), s0, s - 1);
+                op_param_refresh(g, op) ? params_color : phase_color[op->phase], label, s0, s - 1);
         s0 = s;
     }
     fprintf(f, "</g>\n");
@@ -195,6 +197,9 @@ static void legend(FILE *f)
         fprintf(f, "<rect x=\"%d\" y=\"%d\" width=\"12\" height=\"6\" fill=\"%s\"/>"
                 "<text x=\"%d\" y=\"%d\">phase %s</text>\n", x, PY + PH + 87, phase_color[p],
                 x + 16, PY + PH + 94, phase_name((Phase)p));
+    fprintf(f, "<rect x=\"%d\" y=\"%d\" width=\"12\" height=\"6\" fill=\"%s\"/>"
+            "<text x=\"%d\" y=\"%d\">phase params (bf16 weight casts, not per step)</text>\n", x, PY + PH + 87,
+            params_color, x + 16, PY + PH + 94);
     fprintf(f, "</g>\n");
 }
 

@@ -120,7 +120,7 @@ static void peak(FILE *f, const Graph *g)
     }
     const Op *op = &g->ops[g->sched[s]];
     fprintf(f, "peak arena step: %d of %d, op %s (%s, %s): %s live\n", s, g->nsched, op->name,
-            op_info[op->kind].name, phase_name(op->phase), human(bytes, h, sizeof h));
+            op_info[op->kind].name, op_phase_label(g, op), human(bytes, h, sizeof h));
 }
 
 static void kinds(FILE *f, const Graph *g)

@@ -320,6 +320,8 @@ int op_launches(const Graph *g, const Op *op, size_t ws);
  * it runs only when the host has written the masters (GC_PHASE_PARAMS), not
  * per step, since the optimizer update writes the copy. */
 int op_param_refresh(const Graph *g, const Op *op);
+/* the phase an op is shown under: "params" for those casts, else phase_name */
+const char *op_phase_label(const Graph *g, const Op *op);
 /* Optimizer updates run as one multi-tensor launch per group: consecutive
  * updates (adamw, adamw_bf16) in the schedule with the same `layer` (the
  * layer slice; -1 for parameters outside the layer stack), at most

@@ -665,6 +665,11 @@ int op_param_refresh(const Graph *g, const Op *op)
     return in->region == RG_PARAMS && out->region == RG_PARAMS && in->kind == TK_PARAM && out->kind == TK_PARAM;
 }
 
+const char *op_phase_label(const Graph *g, const Op *op)
+{
+    return op_param_refresh(g, op) ? "params" : phase_name(op->phase);
+}
+
 static int is_update(const Op *op) { return op->kind == OP_ADAMW || op->kind == OP_ADAMW_BF16; }
 
 int op_update_group_len(const Graph *g, int k)

@@ -79,7 +79,7 @@ void ir_print(FILE *f, const Graph *g)
     int n = g->nsched ? g->nsched : g->nops;
     for (int k = 0; k < n; k++) {
         const Op *op = &g->ops[g->nsched ? g->sched[k] : k];
-        fprintf(f, "  %-4d %-3s ", k, phase_name(op->phase));
+        fprintf(f, "  %-4d %-3s ", k, op_phase_label(g, op));
         for (int i = 0; i < op->nout; i++) {
             fprintf(f, "%s", i ? ", " : "");
             print_tensor_ref(f, g, op->out[i]);

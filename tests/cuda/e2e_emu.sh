@@ -64,6 +64,12 @@ if [ "$prec" = bf16 ]; then
     nc=$(grep -B2 '"phase": "params"' plan.json | grep -c '"name": ".*\.bf16"')
     [ "$np" -gt 0 ] && [ "$np" -eq "$nc" ] || fail "plan: $np ops of phase params, $nc of them bf16 weight copies"
     echo "plan: $np bf16 weight copies in phase params ok"
+    # the same label in --emit ir (one line per op) and in the SVG's phase band
+    ni=$("$gc" "$graph" --config tiny --target cuda --precision bf16 $flags --emit ir | grep -c '^ *[0-9]* *params .*\.bf16 = copy(')
+    [ "$ni" -eq "$np" ] || fail "--emit ir: $ni copies labelled params, the plan has $np"
+    "$gc" "$graph" --config tiny --target cuda --precision bf16 $flags --emit plan-svg | grep -q '<title>params: steps' ||
+        fail "--emit plan-svg: no params segment in the phase band"
+    echo "ir and svg: the copies are labelled params ok"
 fi
 # Host synchronisations per step under --log (the gradient norm on the device,
 # read once; issue 24): at most 4, from the emulator's count for 2 steps
