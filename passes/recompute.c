@@ -26,7 +26,9 @@
  * a fused residual add + layernorm across layers as the layernorm of the
  * kept sum (ln_only).
  * An input of a clone that is not recomputed stays alive until the clone
- * runs (it becomes a checkpoint).
+ * runs (it becomes a checkpoint); under zero3 a clone reads the weights the
+ * backward gathers, not the forward's gathered copy (split_backward_gather),
+ * which dies after the forward as without recomputation.
  * Run after autodiff, fuse, precision and split_updates, before schedule.
  */
 #include <string.h>
@@ -208,8 +210,8 @@ void pass_recompute(Graph *g, const RecomputeChoice *choice, int nlayers)
                 memmove(op.out, op.out + 1, (size_t)(op.nout - 1) * sizeof op.out[0]);
                 op.nout--;
             }
-            for (int i = 0; i < op.nin; i++)
-                in[i] = twin(&rc, in[i]);
+            for (int i = 0; i < op.nin; i++)   /* zero3: weights gathered for the backward */
+                in[i] = split_backward_gather(g, twin(&rc, in[i]));
             for (int i = 0; i < op.nout; i++) {
                 Tensor x = g->t[op.out[i]];
                 char *name = xasprintf("%s.re", x.name);

@@ -446,6 +446,38 @@ static int split_zero3(Graph *g, int ranks)
     return 0;
 }
 
+int split_backward_gather(Graph *g, int t)
+{
+    size_t off;
+    int r = graph_root(g, t, &off), w = g->t[r].producer;
+    if (w < 0 || g->ops[w].kind != OP_GATHER || (int)g->ops[w].attr[2] != 1)
+        return t;
+    Op fwd = g->ops[w];               /* a copy: adding ops moves g->ops */
+    int part = fwd.in[0], gb = -1;
+    for (int o = 0; o < g->nops && gb < 0; o++)
+        if (!g->ops[o].dead && g->ops[o].kind == OP_GATHER && (int)g->ops[o].attr[2] == 2 && g->ops[o].in[0] == part)
+            gb = g->ops[o].out[0];
+    if (gb < 0) {                     /* a slice the backward itself does not read */
+        Tensor x = g->t[r];
+        char *name = xasprintf("gb.%s", g->t[part].name);
+        gb = graph_add_tensor(g, name, x.dtype, x.rank, x.shape, TK_COMM, x.loc);
+        g->t[gb].region = RG_ARENA;
+        add_comm_op(g, OP_GATHER, name, &part, 1, &gb, 1, (int)fwd.attr[0], 2, -1, (int)fwd.attr[3]);
+        free(name);
+        g->comm_bytes += (double)x.bytes * (fwd.attr[0] - 1) / fwd.attr[0];
+    }
+    if (r == t)
+        return gb;
+    Tensor x = g->t[t];
+    char *name = xasprintf("gb.%s", x.name);
+    int v = graph_add_tensor(g, name, x.dtype, x.rank, x.shape, TK_COMM, x.loc);
+    free(name);
+    g->t[v].region = RG_ARENA;
+    g->t[v].view_of = gb;
+    g->t[v].view_offset = off;
+    return v;
+}
+
 /* The bytes tensor parallel's all-reduces send (split_tp.c's forward ones,
  * autodiff's in the backward), counted at the dtype precision.c gave them. */
 static void tp_comm_bytes(Graph *g)

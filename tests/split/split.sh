@@ -187,7 +187,23 @@ dp2) same 2 dp ;;
 dp4) same 4 dp ;;
 zero1) same 2 zero1 ;;
 zero2) same 4 zero2 --poison ;;   # NaN-poisoned buffers: a plan error would show
-zero3) same 2 zero3 --poison ;;
+zero3)
+    same 2 zero3 --poison
+    # with recomputation the clones read the weights the backward gathers: the same losses, and no copy
+    # gathered for the forward outlives the forward (it used to live until the recompute: the whole model)
+    same 2 zero3 --poison --recompute full
+    for rc in full selective; do
+        "$gc" "$graph" --config tiny --target cpu --gpus 2 --split zero3 --recompute $rc --emit plan -o p.json ||
+            fail "emit plan zero3 --recompute $rc"
+        python3 - <<'PY' || fail "zero3 --recompute $rc: a forward gather outlives the forward"
+import json
+d = json.load(open("p.json"))
+first_bwd = min(s["step"] for s in d["schedule"] if s["phase"] in ("bwd", "recompute"))
+late = [t["name"] for t in d["tensors"] if t["name"].startswith("gf.") and t["view_of"] is None and t["last"] >= first_bwd]
+assert not late, late
+PY
+    done
+    ;;
 formulas)  # each rank's persistent bytes: P = 4 bytes x parameters, N ranks
     for n in 2 4 8; do
         for s in dp zero1 zero2 zero3; do
