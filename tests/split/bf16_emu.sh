@@ -9,8 +9,9 @@
 #   build  the emulated runtime (kernels, device, comm_nccl.cu), once (fixture)
 #   dp     2 ranks x B=4 against one process of B=8
 #   zero   zero1, zero2, zero3 (and zero3 --poison) against dp at 2 ranks:
-#          the same losses to the bit; --save of zero1 and zero3 (masters
-#          gathered from shards) byte-identical to dp's
+#          the same losses to the bit, also zero3 with selective recompute;
+#          --save of zero1 and zero3 (masters gathered from shards)
+#          byte-identical to dp's
 #   tp     tp=2 (B=4 per group) against one process of B=4; --poison the same
 #          to the bit; a 1 % larger learning rate fails the bound (the check can fail)
 #   tpzero tp=2+zero1 and tp=2+zero2 (4 ranks) against tp=2+dp: the same losses
@@ -125,6 +126,9 @@ zero)
     emu zero3p $gpt2 -D B=4 --gpus 2 --split zero3 --poison
     run zero3p 2
     same zero3p zero3
+    emu zero3s $gpt2 -D B=4 --gpus 2 --split zero3 --recompute selective --poison   # clones read gathered copies
+    run zero3s 2
+    same zero3s zero3
     ;;
 tp)
     emu one $gpt2 -D B=4
