@@ -737,6 +737,19 @@ void emit_program_struct(FILE *f, const Graph *g, const EmitOptions *opt)
                "(lower bound %zu) = %zu bytes\",\n",
             g->schedule_name, g->region_bytes[RG_PARAMS], g->region_bytes[RG_GRADS],
             g->region_bytes[RG_OPTSTATE], g->region_bytes[RG_ARENA], g->region_lower_bound[RG_ARENA], total);
+    fprintf(f, "    .dims_text = \"");   /* the header's dims line: whatever the graph declares */
+    for (int i = 0; i < g->ndims; i++)
+        fprintf(f, "%s%s=%ld", i ? " " : "", g->dims[i].name, g->dims[i].value);
+    fprintf(f, "\",\n");
+    for (int i = 0; i < g->ndims; i++)   /* where V is declared, for the runtime's messages */
+        if (!strcmp(g->dims[i].name, "V") && g->dims[i].loc.line) {
+            char *where = xasprintf("%s:%d:%d", g->dims[i].loc.file ? g->dims[i].loc.file : g->file,
+                                    g->dims[i].loc.line, g->dims[i].loc.col);
+            fprintf(f, "    .V_where = ");
+            emit_cstr(f, where, (int)strlen(where));
+            fprintf(f, ",\n");
+            free(where);
+        }
     static const char *const dims[] = {"B", "T", "maxT", "V", "Vp", "L", "NH", "C"};
     for (int i = 0; i < 8; i++)
         fprintf(f, "    .%s = %ldL,\n", dims[i], dim_or0(g, dims[i]));
