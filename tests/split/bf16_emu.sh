@@ -11,7 +11,7 @@
 #   zero   zero1, zero2, zero3 (and zero3 --poison) against dp at 2 ranks:
 #          the same losses to the bit, also zero3 with selective recompute;
 #          --save of zero1 and zero3 (masters gathered from shards)
-#          byte-identical to dp's
+#          byte-identical to dp's; zero1 resumed at step 2 = the unbroken run
 #   tp     tp=2 (B=4 per group) against one process of B=4; --poison the same
 #          to the bit; a 1 % larger learning rate fails the bound (the check can fail)
 #   tpzero tp=2+zero1 and tp=2+zero2 (4 ranks) against tp=2+dp: the same losses
@@ -119,6 +119,15 @@ zero)
         same $s dp
     done
     grep -q "^split: zero3 over 2 ranks" zero3.out || fail "no zero3 split line"
+    # a resumed run (the masters loaded whole and cut into shards, the copies refreshed by GC_PHASE_PARAMS:
+    # casts and all-gathers) continues as the unbroken one
+    rm -rf ck
+    $MPIRUN -np 2 ./zero1.emu --steps 2 --seed 1 --ckpt-dir ck --log part.jsonl >p.out 2>&1 || { cat p.out; fail "zero1 first half"; }
+    $MPIRUN -np 2 ./zero1.emu --steps $STEPS --seed 1 --resume ck --ckpt-dir ck --log part.jsonl >r.out 2>&1 ||
+        { cat r.out; fail "zero1 resume"; }
+    grep -q "^resume: step 2 from" r.out || { cat r.out; fail "zero1 did not resume from step 2"; }
+    losses part.jsonl >part.loss
+    same part zero1
     for s in zero1 zero3; do   # the masters, gathered from their shards
         cmp -s dp.bin $s.bin || fail "--save under $s differs from dp's"
         echo "$s --save = dp --save (bytes)"
