@@ -532,9 +532,11 @@ static void emit_prof_tables(FILE *f, const Graph *g)
     prof_free(&pt);
 }
 
-/* zero3: SHARDS[i] = {first element in the llm.c layout, elements} of each
+/* zero3 (and zero1-3 of a bf16 program, whose masters are sharded):
+ * SHARDS[i] = {first element in the llm.c layout, elements} of each
  * update's slice; rank r keeps elements [r·n/N, (r+1)·n/N) of it at element
- * first/N of its params region. */
+ * first/N of its params region. With tensor parallel the layout is the
+ * rank's part (its params region without ZeRO) and N its data ranks. */
 static void emit_shards(FILE *f, const Graph *g)
 {
     if (!g->params_sharded)
@@ -542,11 +544,11 @@ static void emit_shards(FILE *f, const Graph *g)
     fprintf(f, "static const long SHARDS[][2] = {\n");
     for (int k = 0; k < g->nsched; k++) {
         const Op *op = &g->ops[g->sched[k]];
-        if (op->kind != OP_ADAMW)
+        if (op->kind != OP_ADAMW && op->kind != OP_ADAMW_BF16)
             continue;
         const Tensor *p = &g->t[op->in[0]];
-        fprintf(f, "    {%zuL, %ldL}, /* %s */\n", p->offset / dtype_size(p->dtype) * (size_t)g->nranks,
-                p->numel * g->nranks, p->name);
+        int n = graph_data_ranks(g);   /* the ranks a shard is 1/n of (with tp: in this rank's part) */
+        fprintf(f, "    {%zuL, %ldL}, /* %s */\n", p->offset / dtype_size(p->dtype) * (size_t)n, p->numel * n, p->name);
     }
     fprintf(f, "};\n\n");
 }
@@ -695,16 +697,17 @@ void emit_program_struct(FILE *f, const Graph *g, const EmitOptions *opt)
     int nupd_grads = emit_upd_grads(f, g);
     emit_param_alts(f, g);
     fprintf(f, "static const gc_param_info PARAMS[] = {\n");
-    long off = 0, scale = g->params_sharded ? g->nranks : 1;   /* zero3: numel is one rank's */
+    long off = 0, scale = g->params_sharded ? graph_data_ranks(g) : 1;   /* ZeRO: a shard is 1/scale */
     for (int i = 0; i < g->nparams; i++) {
         const Tensor *p = &g->t[g->params[i]];
-        long numel = p->numel * (p->tp_ranks ? p->tp_ranks : scale);   /* the whole parameter's */
-        fprintf(f, "    {\"%s\", %ldL, %ldL, %d, {", p->name, off, numel, p->rank);
-        for (int k = 0; k < p->rank; k++)
-            fprintf(f, "%s%ldL", k ? ", " : "", p->shape[k] * (p->tp_ranks && k == p->tp_axis ? p->tp_ranks : 1));
+        const Tensor *w = p->whole >= 0 ? &g->t[p->whole] : p;   /* a shard root: the shape it stands for */
+        long numel = w->numel * (p->tp_ranks ? p->tp_ranks : 1);   /* the whole parameter's */
+        fprintf(f, "    {\"%s\", %ldL, %ldL, %d, {", p->name, off, numel, w->rank);
+        for (int k = 0; k < w->rank; k++)
+            fprintf(f, "%s%ldL", k ? ", " : "", w->shape[k] * (p->tp_ranks && k == p->tp_axis ? p->tp_ranks : 1));
         fprintf(f, "}, %s, %.9ef, %d", init[p->init], p->init_std, p->decay);
-        if (g->tp)   /* this rank's part: where, and how it is cut */
-            fprintf(f, ", %zuL, %d, %ldL, %ldL", p->offset / dtype_size(p->dtype), p->tp_axis,
+        if (g->tp)   /* this rank's part: where (without ZeRO's shards), and how it is cut */
+            fprintf(f, ", %zuL, %d, %ldL, %ldL", p->offset / dtype_size(p->dtype) * (size_t)scale, p->tp_axis,
                     p->tp_ranks ? p->tp_outer : 0, p->tp_inner);
         else
             fprintf(f, ", 0L, 0, 0L, 0L");
@@ -734,6 +737,19 @@ void emit_program_struct(FILE *f, const Graph *g, const EmitOptions *opt)
                "(lower bound %zu) = %zu bytes\",\n",
             g->schedule_name, g->region_bytes[RG_PARAMS], g->region_bytes[RG_GRADS],
             g->region_bytes[RG_OPTSTATE], g->region_bytes[RG_ARENA], g->region_lower_bound[RG_ARENA], total);
+    fprintf(f, "    .dims_text = \"");   /* the header's dims line: whatever the graph declares */
+    for (int i = 0; i < g->ndims; i++)
+        fprintf(f, "%s%s=%ld", i ? " " : "", g->dims[i].name, g->dims[i].value);
+    fprintf(f, "\",\n");
+    for (int i = 0; i < g->ndims; i++)   /* where V is declared, for the runtime's messages */
+        if (!strcmp(g->dims[i].name, "V") && g->dims[i].loc.line) {
+            char *where = xasprintf("%s:%d:%d", g->dims[i].loc.file ? g->dims[i].loc.file : g->file,
+                                    g->dims[i].loc.line, g->dims[i].loc.col);
+            fprintf(f, "    .V_where = ");
+            emit_cstr(f, where, (int)strlen(where));
+            fprintf(f, ",\n");
+            free(where);
+        }
     static const char *const dims[] = {"B", "T", "maxT", "V", "Vp", "L", "NH", "C"};
     for (int i = 0; i < 8; i++)
         fprintf(f, "    .%s = %ldL,\n", dims[i], dim_or0(g, dims[i]));

@@ -239,8 +239,8 @@ static void split(FILE *f, const Graph *g)
         return;
     char h[32];
     int ncomm = 0;
-    for (int s = 0; s < g->nsched; s++)
-        ncomm += g->ops[g->sched[s]].phase == PH_COMM;
+    for (int s = 0; s < g->nsched; s++)   /* (not the bf16 copies' refresh: it runs before the steps) */
+        ncomm += g->ops[g->sched[s]].phase == PH_COMM && !op_param_refresh(g, &g->ops[g->sched[s]]);
     fprintf(f, "split: %s over %d ranks; this plan is one rank's (rank 0; all ranks plan alike)\n", g->split_name,
             g->nranks);
     fprintf(f, "  collectives: %d per step, %s (%.0f bytes) sent per rank per step (ring algorithms)\n", ncomm,

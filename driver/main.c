@@ -40,9 +40,11 @@ static void usage(FILE *f)
         "                         of B/K rows (K divides B), then one optimizer update\n"
         "      --recompute MODE   none | selective | full | auto (default) | LIST: free\n"
         "                         forward activations after their last forward use and\n"
-        "                         recompute them in the backward (selective: layernorm,\n"
-        "                         GELU, attention internals; full: all but each layer's\n"
-        "                         input); LIST: one letter per layer, n, s or f, layer 0\n"
+        "                         recompute them in the backward (selective: norms,\n"
+        "                         elementwise ops, attention internals and the matmuls\n"
+        "                         that widen their input, e.g. qkv, fc, gate, up; full:\n"
+        "                         all but each layer's input); LIST: one letter per\n"
+        "                         layer, n, s or f, layer 0\n"
         "                         first (e.g. ffsn); auto: chosen against --mem (none\n"
         "                         without --mem)\n"
         "      --search HOW       the budget search: fast (default) | exhaustive (plans\n"
@@ -79,8 +81,9 @@ static void usage(FILE *f)
         "                                  same global batch (each rank N*B rows); with\n"
         "                                  --mem each split gets the budget search's\n"
         "                                  micro-batches and recompute\n"
-        "                         With --precision bf16 only dp is implemented yet\n"
-        "                         (zero1-3 and tp are refused; auto plans dp)\n"
+        "                         With --precision bf16, ZeRO shards the fp32 master\n"
+        "                         weights with their moments and gathers the bf16\n"
+        "                         weight copies; tp's collectives carry bf16\n"
         "      --interconnect L   nvlink | pcie | ib: the link --split auto prices\n"
         "                         collectives with (150, 16, 25 GB/s; default nvlink)\n"
         "      --mpicc CMD        MPI wrapper compiler: builds split CPU programs and gives\n"
@@ -454,21 +457,6 @@ static int parse_args(int argc, char **argv, DriverOptions *o)
         o->split.kind = SPLIT_NONE;
     else if (o->split.kind == SPLIT_NONE)
         o->split.kind = SPLIT_DP;
-    /* bf16 programs split only by dp: ZeRO would shard the fp32 master
-       weights but not their bf16 copies (written by the update, read by the
-       forward), and tp's collectives would carry bf16 activations through
-       the runtime's fp32 gc_allreduce/gc_allgather. */
-    int bf16 = !strcmp(o->emit.precision, "bf16");
-    if (bf16 && o->split.kind == SPLIT_AUTO) {
-        fprintf(stderr, "gcompile: note: --split auto with --precision bf16 plans dp only (zero1-3 and tp with "
-                "bf16 are not implemented yet)\n");
-        o->split.kind = SPLIT_DP;
-    }
-    if (bf16 && o->split.kind != SPLIT_NONE && o->split.kind != SPLIT_DP) {
-        fprintf(stderr, "gcompile: error: --split %s with --precision bf16 is not implemented yet (only dp splits a "
-                "bf16 program); use --split dp, or --precision fp32\n", split_kind_name(o->split.kind));
-        return 1;
-    }
     if (o->split.kind == SPLIT_AUTO) {     /* driver/split_auto.c plans each candidate in turn */
         o->split_auto = 1;
         o->split.kind = SPLIT_DP;

@@ -347,8 +347,13 @@ static int by_seconds(const void *x, const void *y)
     return p->seconds < q->seconds ? -1 : p->seconds > q->seconds;
 }
 
-/* Nothing fit: plans each level's staircase of the least modelled bound,
- * so that the smallest plan reported is as small as the model can tell. */
+/* Nothing fit: plans each level's staircase of the least bound, so that
+ * the smallest plan reported is as small as the search can tell. A
+ * staircase's bound is its screened one once known, else the model's; the
+ * least is screened until the least is a known one (the model is additive
+ * and can miss mixed staircases by more than the difference between two
+ * modes' savings, as selective and full of small graphs), at most
+ * SEARCH_MAX_WALK screens per level. */
 static int plan_smallest(Search *s, Cand *c)
 {
     int L = s->nlayers;
@@ -357,10 +362,20 @@ static int plan_smallest(Search *s, Cand *c)
         if (!lv->calibrated)
             continue;
         int ba = 0, bb = 0;
-        for (int a = 0; a <= L; a++)
-            for (int b = 0; a + b <= L; b++)
-                if (stair_bound(s, lv, a, b) < stair_bound(s, lv, ba, bb))
-                    ba = a, bb = b;
+        for (int walk = 0; walk <= SEARCH_MAX_WALK; walk++) {
+            double least = 0;
+            for (int a = 0; a <= L; a++)
+                for (int b = 0; a + b <= L; b++) {
+                    int k = a * (L + 1) + b;
+                    double x = lv->done[k] ? (double)lv->bound[k] : stair_bound(s, lv, a, b);
+                    if ((a == 0 && b == 0) || x < least)
+                        least = x, ba = a, bb = b;
+                }
+            if (lv->done[ba * (L + 1) + bb] || walk == SEARCH_MAX_WALK)
+                break;
+            if (plan_stair(s, lv, ba, bb, c, NULL, 0) < 0)   /* its bound */
+                return -1;
+        }
         if (plan_stair(s, lv, ba, bb, c, NULL, 1) < 0)
             return -1;
     }

@@ -93,6 +93,7 @@ int graph_add_tensor(Graph *g, const char *name, DType dt, int rank, const long 
     t->loc = loc;
     t->producer = -1;
     t->view_of = -1;
+    t->whole = -1;
     t->grad = t->opt_m = t->opt_v = -1;
     t->decay = 1;
     t->first = t->last = -1;

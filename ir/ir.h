@@ -160,6 +160,8 @@ typedef struct Tensor {
     long tp_outer, tp_inner;
     int tp_sum_grad;        /* a forward tensor whose gradient arrives as one partial
                                sum per rank: autodiff all-reduces it (tp_sum_grad ranks) */
+    int whole;              /* a ZeRO shard root (passes/split.c): the whole root it stands
+                               for (its shape, numel and tp cut); -1 otherwise */
 } Tensor;
 
 typedef struct Op {
@@ -244,7 +246,8 @@ typedef struct Graph {
     const char *split_name;     /* "dp", "zero1", …; "" when not split */
     double comm_bytes;          /* bytes one rank sends per step (ring algorithms) */
     int grads_persist;          /* zero1: gradients stay whole in the grads region */
-    int params_sharded;         /* zero3: the params region holds this rank's 1/nranks of each update */
+    int params_sharded;         /* zero3, and zero1-3 of a bf16 program: the params region holds this
+                                   rank's 1/nranks of each update's (master) parameter */
     int tp;                     /* tensor parallel over this many ranks (passes/split_tp.c); 0: none */
     char *split_report;         /* --split auto: the candidates weighed (plan-text), or NULL */
     /* fusions that fired (passes/fuse*.c, for plan-text): per kind, how many
@@ -302,8 +305,9 @@ void op_make_views(Graph *g, const Op *op);
 double op_flops(const Graph *g, const Op *op);
 /* How often op runs per training step: once for updates, the collectives
  * of the update and the reductions of accumulated parameter gradients
- * (with micro-batches they run with the last micro-batch only); once per
- * micro-batch for everything else. */
+ * (with micro-batches they run with the last micro-batch only); never for
+ * the refresh of the bf16 copies (op_param_refresh); once per micro-batch
+ * for everything else. */
 int op_runs_per_step(const Graph *g, const Op *op);
 /* 1 for a collective that reduces accumulated parameter gradients in a
  * program with micro-batches: the emitted step runs it with the last one. */
@@ -316,9 +320,10 @@ double op_bytes(const Graph *g, const Op *op);
  * better; 0 for views).
  * ws: the planned workspace bytes (the chunking depends on it). */
 int op_launches(const Graph *g, const Op *op, size_t ws);
-/* 1 for the cast of a parameter master into its bf16 copy (passes/precision.c):
- * it runs only when the host has written the masters (GC_PHASE_PARAMS), not
- * per step, since the optimizer update writes the copy. */
+/* 1 for the cast of a parameter master into its bf16 copy (passes/precision.c),
+ * and under zero1/zero2 for the all-gather of the cast copy shards (gate 8,
+ * passes/split.c): they run only when the host has written the masters
+ * (GC_PHASE_PARAMS), not per step, since the optimizer update writes the copy. */
 int op_param_refresh(const Graph *g, const Op *op);
 /* the phase an op is shown under: "params" for those casts, else phase_name */
 const char *op_phase_label(const Graph *g, const Op *op);

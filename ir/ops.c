@@ -659,6 +659,8 @@ int op_launches(const Graph *g, const Op *op, size_t ws)
 
 int op_param_refresh(const Graph *g, const Op *op)
 {
+    if (op->kind == OP_ALLGATHER)   /* zero1/zero2 of a bf16 program: the copy shards made whole */
+        return op->phase == PH_COMM && (int)op->attr[2] == 8;
     if (op->kind != OP_COPY)
         return 0;
     const Tensor *in = &g->t[op->in[0]], *out = &g->t[op->out[0]];
@@ -734,6 +736,8 @@ int op_last_micro_only(const Graph *g, const Op *op)
 
 int op_runs_per_step(const Graph *g, const Op *op)
 {
+    if (op_param_refresh(g, op))   /* not per step: after the host wrote the masters */
+        return 0;
     if (g->micro_batches <= 1 || op->phase == PH_OPT || op_last_micro_only(g, op) ||
         (op->phase == PH_COMM && op->attr[2] == 4))
         return 1;

@@ -131,6 +131,8 @@ static double norm_pass_cost(const Graph *g, const Op *op, double t, const Devic
 
 static int runs(const Graph *g, const Op *op)
 {
+    if (op_param_refresh(g, op))   /* the bf16 copies' refresh: only after the host wrote the masters */
+        return 0;
     return op->phase == PH_OPT || g->micro_batches <= 1 ? 1 : g->micro_batches;
 }
 

@@ -189,6 +189,12 @@ const char *split_kind_name(SplitKind k);
  * g->nranks, g->split_name, g->comm_bytes. Nothing for one rank. Run after
  * split_updates, before schedule. */
 void pass_split(Graph *g, const SplitSpec *s);
+/* zero3: t read from a forward gather of parameter bytes (gf.*) gives the
+ * same view of the backward gather of that slice (gb.*, made when the
+ * backward had none), so that a recomputation in the backward reads the
+ * weights gathered there instead of keeping the forward's alive; any other t
+ * is itself. */
+int split_backward_gather(Graph *g, int t);
 /* ---------------------------------------------------------------- split_tp.c */
 /* Tensor parallel over K ranks on the forward graph: cuts the column/row
  * matmul regions (Megatron's form), their parameters and activations to one

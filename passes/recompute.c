@@ -18,15 +18,20 @@
  *     next layer's input), always kept (a fused residual add reads its
  *     operands in the add's layer, add_layer);
  *   - RC_FULL: every such op; RC_SELECTIVE: those that are cheap per element
- *     (rc_cheap: elementwise, normalisation, softmax, permutes) and the
+ *     (rc_cheap: elementwise, normalisation, softmax, permutes), the
  *     batched matmuls (attention scores and attention times values), whose
- *     outputs grow with T^2 or are small — Megatron's selective recompute:
- *     the linear layers' outputs stay.
+ *     outputs grow with T^2 or are small — Megatron's selective recompute —
+ *     and the linear layers that widen their input (rc_widening: GPT-2's qkv
+ *     and fc, Llama's gate and up): the weight gradient keeps their input in
+ *     the backward anyway, so the rerun costs FLOPs and no memory and drops
+ *     an output N/K times that input. The other linear layers' outputs stay.
  * Only ops whose outputs the backward (or another clone) reads are cloned;
  * a fused residual add + layernorm across layers as the layernorm of the
  * kept sum (ln_only).
  * An input of a clone that is not recomputed stays alive until the clone
- * runs (it becomes a checkpoint).
+ * runs (it becomes a checkpoint); under zero3 a clone reads the weights the
+ * backward gathers, not the forward's gathered copy (split_backward_gather),
+ * which dies after the forward as without recomputation.
  * Run after autodiff, fuse, precision and split_updates, before schedule.
  */
 #include <string.h>
@@ -53,6 +58,20 @@ int rc_cheap(const Graph *g, const Op *op)
         return b > 1;            /* attention's batched matmuls */
     }
     return n > 0 && op_flops(g, op) <= 16.0 * n;
+}
+
+/* A linear layer whose output is wider than its input (N > K: an expanding
+ * projection, as GPT-2's qkv and fc or Llama's gate and up): its input has to
+ * be at hand in the backward anyway (the weight gradient reads it, kept or
+ * recomputed), so rerunning the matmul there costs its FLOPs and no memory,
+ * and drops an output N/K times that input's size. */
+static int rc_widening(const Graph *g, const Op *op)
+{
+    if (op->kind != OP_MATMUL && op->kind != OP_MATMUL_BIAS && op->kind != OP_MATMUL_BIAS_GELU)
+        return 0;
+    long b, M, N, K;
+    op_matmul_geom(g, op, &b, &M, &N, &K);
+    return b == 1 && N > K;
 }
 
 typedef struct RC {
@@ -175,7 +194,7 @@ void pass_recompute(Graph *g, const RecomputeChoice *choice, int nlayers)
         if (!eligible(g, op, cross) || op->layer >= nlayers)
             continue;
         RecomputeChoice c = choice[op->layer];
-        pick[o] = c == RC_FULL || (c == RC_SELECTIVE && rc_cheap(g, op));
+        pick[o] = c == RC_FULL || (c == RC_SELECTIVE && (rc_cheap(g, op) || rc_widening(g, op)));
     }
     /* needed: roots the backward reads, then (backwards) the inputs of needed picks */
     for (int o = 0; o < nops; o++) {
@@ -208,8 +227,8 @@ void pass_recompute(Graph *g, const RecomputeChoice *choice, int nlayers)
                 memmove(op.out, op.out + 1, (size_t)(op.nout - 1) * sizeof op.out[0]);
                 op.nout--;
             }
-            for (int i = 0; i < op.nin; i++)
-                in[i] = twin(&rc, in[i]);
+            for (int i = 0; i < op.nin; i++)   /* zero3: weights gathered for the backward */
+                in[i] = split_backward_gather(g, twin(&rc, in[i]));
             for (int i = 0; i < op.nout; i++) {
                 Tensor x = g->t[op.out[i]];
                 char *name = xasprintf("%s.re", x.name);

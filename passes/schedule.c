@@ -15,6 +15,9 @@
  *            gradients across steps). The updates of one layer (op->layer,
  *            set by split_updates) wait for the layer's last such op and run
  *            together, as one multi-tensor launch (op_update_group_len).
+ * Both open with the ops that refresh bf16 weight copies from the masters
+ * (op_param_refresh): they run only when the host wrote the masters, never
+ * inside a step, so nothing in the step waits for them.
  */
 #include <limits.h>
 
@@ -26,8 +29,8 @@
  * roots' accesses (from the end). */
 typedef struct Access { int pos; size_t lo, hi; } Access;
 
-/* (root, offset, index) of the first input of an update, for grouping by root */
-typedef struct Slice { int root; size_t off; int k; } Slice;
+/* (root, offset, index, bytes) of a tensor an update writes, for grouping by root */
+typedef struct Slice { int root; size_t off; int k; size_t bytes; } Slice;
 
 static int slice_cmp(const void *pa, const void *pb)
 {
@@ -73,24 +76,28 @@ static void last_touch(const Graph *g, const int *root, const size_t *roff, cons
     }
     /* an op of the list never runs before an earlier one of the list that
      * touches the same bytes of its first input (a ZeRO all-gather after its
-     * update) */
+     * update), or of an adamw_bf16's bf16 copy (input 4: the all-gather of
+     * the copy under zero1/zero2) */
     /* (only updates of one root can overlap: grouped by root, in list order) */
-    Slice *sl = xmalloc(((size_t)nopt + 1) * sizeof *sl);
+    Slice *sl = xmalloc(((size_t)2 * nopt + 1) * sizeof *sl);
+    int ns = 0;
     for (int k = 0; k < nopt; k++) {
-        int t = g->ops[opt[k]].in[0];
-        sl[k] = (Slice){root[t], roff[t], k};
+        const Op *u = &g->ops[opt[k]];
+        for (int w = 0; w < (u->kind == OP_ADAMW_BF16 ? 2 : 1); w++) {
+            int t = u->in[w ? 4 : 0];
+            sl[ns++] = (Slice){root[t], roff[t], k, g->t[t].bytes};
+        }
     }
-    qsort(sl, (size_t)nopt, sizeof *sl, slice_cmp);
-    for (int a = 0, b; a < nopt; a = b) {
-        for (b = a; b < nopt && sl[b].root == sl[a].root; b++)
+    qsort(sl, (size_t)ns, sizeof *sl, slice_cmp);
+    for (int a = 0, b; a < ns; a = b) {
+        for (b = a; b < ns && sl[b].root == sl[a].root; b++)
             ;
         for (int x = a + 1; x < b; x++) {
             int k = sl[x].k;
-            size_t off = sl[x].off, bytes = g->t[g->ops[opt[k]].in[0]].bytes;
+            size_t off = sl[x].off, bytes = sl[x].bytes;
             for (int y = a; y < x; y++) {
                 int j = sl[y].k;
-                if (sl[y].off < off + bytes && off < sl[y].off + g->t[g->ops[opt[j]].in[0]].bytes &&
-                    last[j] > last[k])
+                if (sl[y].off < off + bytes && off < sl[y].off + sl[y].bytes && last[j] > last[k])
                     last[k] = last[j];
             }
         }
@@ -104,11 +111,12 @@ static void last_touch(const Graph *g, const int *root, const size_t *roff, cons
 }
 
 /* appends dependency edge a -> b (op ids) */
-typedef struct Deps { int *head, *next, *to, n, cap; int *indeg; } Deps;
+typedef struct Deps { int *head, *next, *to, n, cap; int *indeg; const char *member; } Deps;
 
+/* (an op outside the ordered list, a refresh op run before the step, orders nothing) */
 static void add_edge(Deps *d, int a, int b)
 {
-    if (a < 0 || a == b)
+    if (a < 0 || a == b || !d->member[a])
         return;
     if (d->n == d->cap) {
         d->cap = d->cap ? 2 * d->cap : 1024;
@@ -160,6 +168,10 @@ static int *recompute_priorities(const Graph *g, const int *root, const int *ops
 static void topo_order(const Graph *g, const int *root, const int *ops, int n, int *out)
 {
     Deps d = {0};
+    char *member = xcalloc((size_t)g->nops, 1);
+    for (int k = 0; k < n; k++)
+        member[ops[k]] = 1;
+    d.member = member;
     d.head = xmalloc((size_t)g->nops * sizeof(int));
     d.indeg = xcalloc((size_t)g->nops, sizeof(int));
     for (int o = 0; o < g->nops; o++)
@@ -200,9 +212,6 @@ static void topo_order(const Graph *g, const int *root, const int *ops, int n, i
      * runs as soon as its inputs are ready and can overlap the compute after
      * it; a gather (ZeRO-3) gets its first reader's key - 1, so it runs just
      * before that reader needs it. */
-    char *member = xcalloc((size_t)g->nops, 1);
-    for (int k = 0; k < n; k++)
-        member[ops[k]] = 1;
     int *prio = recompute_priorities(g, root, ops, n, member);
     long M = 2L * g->nops + 2, *key = xmalloc((size_t)g->nops * sizeof(long));
     for (int o = 0; o < g->nops; o++)
@@ -267,8 +276,13 @@ void pass_schedule(Graph *g, ScheduleKind kind)
     g->nsched = 0;
     int *fb = xmalloc((size_t)g->nops * sizeof(int)), nfb = 0;
     int *opt = xmalloc((size_t)g->nops * sizeof(int)), nopt = 0;
+    /* the refreshes of the bf16 copies (run only after the host wrote the
+       masters, GC_PHASE_PARAMS) open the schedule, in creation order */
     for (int o = 0; o < g->nops; o++)
-        if (!g->ops[o].dead && (g->ops[o].phase == PH_FWD || g->ops[o].phase == PH_BWD ||
+        if (!g->ops[o].dead && op_param_refresh(g, &g->ops[o]))
+            g->sched[g->nsched++] = o;
+    for (int o = 0; o < g->nops; o++)
+        if (!g->ops[o].dead && !op_param_refresh(g, &g->ops[o]) && (g->ops[o].phase == PH_FWD || g->ops[o].phase == PH_BWD ||
                                 g->ops[o].phase == PH_RECOMPUTE ||
                                 (g->ops[o].phase == PH_COMM && !after_update(&g->ops[o]))))
             fb[nfb++] = o;
@@ -294,7 +308,7 @@ void pass_schedule(Graph *g, ScheduleKind kind)
         int *by_layer = xmalloc((size_t)(nopt ? nopt : 1) * sizeof(int));
         Slice *sl = xmalloc(((size_t)nopt + 1) * sizeof *sl);   /* (layer, -, k): sorted */
         for (int k = 0; k < nopt; k++)
-            sl[k] = (Slice){g->ops[opt[k]].layer, 0, k};
+            sl[k] = (Slice){g->ops[opt[k]].layer, 0, k, 0};
         qsort(sl, (size_t)nopt, sizeof *sl, slice_cmp);
         for (int k = 0; k < nopt; k++)
             by_layer[k] = sl[k].k;

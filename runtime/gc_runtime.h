@@ -430,6 +430,9 @@ typedef struct gc_program {
     const char *target;           /* "cpu" or "cuda" */
     int bf16;                     /* --precision bf16: activations (logits) are bf16 */
     const char *plan_summary;     /* one line: regions and peak bytes */
+    const char *dims_text;        /* every dim of the graph, "B=4 T=64 ...", in declaration order
+                                     (NULL: the header prints the named ones below) */
+    const char *V_where;          /* "FILE:LINE:COL" of the graph's dim V (NULL: unknown) */
     /* dims the runtime needs (0 when the graph has no such dim) */
     long B, T, maxT, V, Vp, L, NH, C;
     int nparams;

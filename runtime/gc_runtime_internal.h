@@ -243,11 +243,13 @@ int gcrt_st_save(const char *path, const gc_program *prog, const float *params, 
  * nranks·BT tokens: the rows one process with nranks·B rows would give it;
  * advances and wraps by the global batch (gcrt_shard_next for one rank). */
 void gcrt_shard_next_rank(gcrt_shard *s, int32_t *inputs, int32_t *targets, long BT, int rank, int nranks);
-/* zero3 (prog->nshards > 0): this rank's shards (its params region) from
- * the whole parameters, and back: the latter is collective (every rank
- * calls it; every rank ends with the whole parameters). */
+/* zero3, zero1-3 of bf16 programs (prog->nshards > 0): this rank's shards
+ * (its params region) from the whole parameters (with tp: this rank's part
+ * of them), and back: the latter is collective over `group` (GC_GROUP_ALL,
+ * or with tp the dp group; every rank calls it and ends with the whole). */
 void gcrt_params_to_shards(const gc_program *p, const float *whole, float *shards, int rank, int nranks);
-void gcrt_params_from_shards(const gc_program *p, const float *shards, float *whole, int rank, int nranks);
+void gcrt_params_from_shards(const gc_program *p, const float *shards, float *whole, int rank, int nranks,
+                             int group);
 
 /* ---------------------------------------------------------------- corpus.c */
 /* The built-in training text: plain ASCII prose, about 30 KB, assembled once. */
@@ -383,8 +385,9 @@ static inline int gcrt_prog_data_ranks(const gc_program *p)
 static inline int gcrt_data_ranks(const gcrt_run *st) { return gcrt_prog_data_ranks(st->prog); }
 static inline int gcrt_data_rank(const gcrt_run *st) { return st->ctx.dp_rank; }
 float gcrt_mean_loss(gcrt_run *st, float loss);
-/* zero3: st->params (whole) cut into this rank's shards and uploaded; the
- * shards downloaded and gathered into st->params (collective). */
+/* zero3, tp, zero1-3 of bf16 programs: st->params (whole) cut into this
+ * rank's part (tp) and shards (ZeRO) and uploaded; the shards downloaded
+ * and gathered into st->params (collective). */
 void gcrt_upload_shards(gcrt_run *st);
 int gcrt_download_shards(gcrt_run *st);
 

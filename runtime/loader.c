@@ -218,9 +218,10 @@ int gcrt_data_open(gcrt_run *st)
         if (open_files(st, L))
             return 1;
     } else {
-        if (p->V < 256)
-            return gcrt_errorf("the built-in corpus is byte-level and needs V >= 256, but this program has V = %ld; "
-                          "pass --data FILE or compile with V >= 256", p->V);
+        if (p->V < 256)   /* one token per byte: ids up to 255 */
+            return gcrt_errorf("the built-in corpus is byte-level and needs V >= 256, but this program has V = %ld "
+                               "(dim V, %s); pass --data FILE (token ids below %ld) or compile with V >= 256",
+                               p->V, p->V_where ? p->V_where : p->graph_file, p->V);
         size_t n;
         const char *text = gcrt_corpus(&n);
         if (gcrt_shard_from_text(&L->cur, "built-in corpus", text, n, gbt + 1, p->V, err, sizeof err) != 0)

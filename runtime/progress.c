@@ -110,7 +110,9 @@ void gcrt_print_header(const gc_program *p)
     static const char *const names[8] = {"B", "T", "maxT", "V", "Vp", "L", "NH", "C"};
     long dims[8] = {p->B, p->T, p->maxT, p->V, p->Vp, p->L, p->NH, p->C};
     printf("dims:");
-    for (int i = 0; i < 8; i++)
+    if (p->dims_text && *p->dims_text)   /* the graph's own (Llama: NKV, F, HS, THETA too) */
+        printf(" %s", p->dims_text);
+    for (int i = 0; i < 8 && !(p->dims_text && *p->dims_text); i++)
         if (dims[i])
             printf(" %s=%ld", names[i], dims[i]);
     if (gcrt_micro_batches(p) > 1)

@@ -5,10 +5,12 @@
  * with N·B rows reads it, and rank r takes its rows r·B … (r+1)·B−1, i.e.
  * tokens from r·B·T on. The position advances and wraps by the global batch.
  *
- * zero3 programs keep only this rank's shard of each update slice in their
- * params region, tensor-parallel ones (tp) their part of each cut parameter
- * and the rest whole; the whole parameters (llm.c's layout: init,
- * checkpoints) are cut on the way in and gathered on the way out. Under tp
+ * zero3 programs (and zero1-3 of bf16 programs, for their fp32 masters)
+ * keep only this rank's shard of each update slice in their params region,
+ * tensor-parallel ones (tp) their part of each cut parameter and the rest
+ * whole (tp with bf16 zero1/zero2: this rank's shards of that part); the
+ * whole parameters (llm.c's layout: init, checkpoints) are cut on the way in
+ * and gathered on the way out. Under tp
  * the ranks of a tp group read the same B rows; with N/tp groups (dp or
  * zero over them) group d takes rows d·B … (d+1)·B−1 of a global batch of
  * N/tp·B rows.
@@ -43,12 +45,13 @@ void gcrt_params_to_shards(const gc_program *p, const float *whole, float *shard
     }
 }
 
-void gcrt_params_from_shards(const gc_program *p, const float *shards, float *whole, int rank, int nranks)
+void gcrt_params_from_shards(const gc_program *p, const float *shards, float *whole, int rank, int nranks,
+                             int group)
 {
     for (int i = 0; i < p->nshards; i++) {
         long first = p->shards[i][0], k = p->shards[i][1] / nranks;
         memcpy(whole + first + (long)rank * k, shards + first / nranks, (size_t)k * sizeof *whole);
-        p->comm->allgather_floats(whole + first, k, GC_GROUP_ALL);
+        p->comm->allgather_floats(whole + first, k, group);
     }
 }
 
@@ -172,11 +175,12 @@ static void tp_gather(const gc_program *p, const float *local, float *whole, int
     }
 }
 
-/* elements of this rank's params region (zero3: 1/N of all; tp: its parts) */
-static long local_param_elems(const gc_program *p, int nranks)
+/* elements of this rank's part of the parameters (all of them; tp: its
+ * parts); ZeRO's shards hold 1/data ranks of that (param_shard_ranks) */
+static long local_param_elems(const gc_program *p)
 {
     if (!p->tp)
-        return p->nparam_elems / nranks;
+        return p->nparam_elems;
     long n = 0;
     for (int i = 0; i < p->nparams; i++) {
         const gc_param_info *q = &p->params[i];
@@ -186,35 +190,51 @@ static long local_param_elems(const gc_program *p, int nranks)
     return n;
 }
 
+static int param_shard_ranks(const gcrt_run *st) { return st->prog->nshards ? gcrt_data_ranks(st) : 1; }
+
 void gcrt_upload_shards(gcrt_run *st)
 {
     const gc_program *p = st->prog;
-    long n = local_param_elems(p, st->ctx.nranks);
-    float *shards = malloc((size_t)(n ? n : 1) * sizeof *shards);
-    if (!shards) {
+    long n = local_param_elems(p), ns = n / param_shard_ranks(st);
+    float *local = p->tp ? malloc((size_t)(n ? n : 1) * sizeof *local) : st->params;
+    float *shards = p->nshards ? malloc((size_t)(ns ? ns : 1) * sizeof *shards) : local;
+    if (!local || !shards) {
         fprintf(stderr, "error: out of host memory\n");
         exit(1);
     }
     if (p->tp)
-        tp_cut(p, st->params, shards, st->ctx.tp_rank);
-    else
-        gcrt_params_to_shards(p, st->params, shards, st->ctx.rank, st->ctx.nranks);
-    gc_device_upload(st->ctx.region[GC_REGION_PARAMS], shards, (size_t)n * 4);
-    free(shards);
+        tp_cut(p, st->params, local, st->ctx.tp_rank);
+    if (p->nshards)   /* ZeRO over the data ranks (with tp: of this part) */
+        gcrt_params_to_shards(p, local, shards, st->ctx.dp_rank, param_shard_ranks(st));
+    gc_device_upload(st->ctx.region[GC_REGION_PARAMS], shards, (size_t)ns * 4);
+    if (shards != local)
+        free(shards);
+    if (local != st->params)
+        free(local);
 }
 
 int gcrt_download_shards(gcrt_run *st)
 {
     const gc_program *p = st->prog;
-    long n = local_param_elems(p, st->ctx.nranks);
-    float *shards = malloc((size_t)(n ? n : 1) * sizeof *shards);
-    if (!shards)
+    long n = local_param_elems(p), ns = n / param_shard_ranks(st);
+    float *local = p->tp ? malloc((size_t)(n ? n : 1) * sizeof *local) : st->params;
+    float *shards = p->nshards ? malloc((size_t)(ns ? ns : 1) * sizeof *shards) : local;
+    if (!local || !shards) {
+        if (local != st->params)
+            free(local);
+        if (shards != local)
+            free(shards);
         return gcrt_errorf("out of host memory");
-    gc_device_download(shards, st->ctx.region[GC_REGION_PARAMS], (size_t)n * 4);
+    }
+    gc_device_download(shards, st->ctx.region[GC_REGION_PARAMS], (size_t)ns * 4);
+    if (p->nshards)
+        gcrt_params_from_shards(p, shards, local, st->ctx.dp_rank, param_shard_ranks(st),
+                                p->tp ? GC_GROUP_DP : GC_GROUP_ALL);
     if (p->tp)
-        tp_gather(p, shards, st->params, st->ctx.tp_rank);
-    else
-        gcrt_params_from_shards(p, shards, st->params, st->ctx.rank, st->ctx.nranks);
-    free(shards);
+        tp_gather(p, local, st->params, st->ctx.tp_rank);
+    if (shards != local)
+        free(shards);
+    if (local != st->params)
+        free(local);
     return 0;
 }

@@ -68,6 +68,28 @@ extern "C" void gc_gather(float *out, const float *in, long n, int group)
     NCCL_CHECK(ncclAllGather(in, out, (size_t)n, ncclFloat, comm(group), gc_stream));
 }
 
+/* bf16 (--precision bf16): tensor parallel's activations and their gradients,
+ * the bf16 weight copies of ZeRO */
+extern "C" void gc_allreduce_bf16(gc_bf16 *out, const gc_bf16 *in, long n, int avg, int group)
+{
+    NCCL_CHECK(ncclAllReduce(in, out, (size_t)n, ncclBfloat16, avg ? ncclAvg : ncclSum, comm(group), gc_stream));
+}
+
+extern "C" void gc_reduce_scatter_bf16(gc_bf16 *out, const gc_bf16 *in, long n, int avg, int group)
+{
+    NCCL_CHECK(ncclReduceScatter(in, out, (size_t)n, ncclBfloat16, avg ? ncclAvg : ncclSum, comm(group), gc_stream));
+}
+
+extern "C" void gc_allgather_bf16(gc_bf16 *whole, const gc_bf16 *part, long n, int group)
+{
+    NCCL_CHECK(ncclAllGather(part, whole, (size_t)n, ncclBfloat16, comm(group), gc_stream));
+}
+
+extern "C" void gc_gather_bf16(gc_bf16 *out, const gc_bf16 *in, long n, int group)
+{
+    NCCL_CHECK(ncclAllGather(in, out, (size_t)n, ncclBfloat16, comm(group), gc_stream));
+}
+
 static void comm_allgather_floats(float *whole, long n, int group)
 {
     MPI_Allgather(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, whole, (int)n, MPI_FLOAT, g_mpi[group]);

@@ -295,6 +295,14 @@ void gc_repeat_bf16(gc_bf16 *y, const gc_bf16 *x, long outer, long d, long n, lo
 void gc_repeat_bwd_bf16(gc_bf16 *dx, const gc_bf16 *dy, long outer, long d, long n, long inner, int acc);
 void gc_mean_rows_bf16(gc_bf16 *y, const gc_bf16 *x, long rows, long n, int acc);
 void gc_mean_bwd_bf16(gc_bf16 *dx, const gc_bf16 *dy, long rows, long n, int acc);
+/* comm_nccl.cu: the collectives of gc_runtime.h on bf16 buffers (ncclBfloat16):
+ * tensor parallel's sums of bf16 activations and their gradients, ZeRO's
+ * all-gathers and gathers of the bf16 weight copies. NCCL adds bf16 in fp32
+ * and rounds to nearest even. */
+void gc_allreduce_bf16(gc_bf16 *out, const gc_bf16 *in, long n, int avg, int group);
+void gc_reduce_scatter_bf16(gc_bf16 *out, const gc_bf16 *in, long n, int avg, int group);
+void gc_allgather_bf16(gc_bf16 *whole, const gc_bf16 *part, long n, int group);
+void gc_gather_bf16(gc_bf16 *out, const gc_bf16 *in, long n, int group);
 
 #ifdef __cplusplus
 }

@@ -244,7 +244,8 @@ t_ckpt_errors() {
 }
 
 t_small_vocab() {
-    expect_err "needs V >= 256, but this program has V = 100; pass --data FILE or compile with V >= 256" "$FAKE_V100" --steps 1
+    expect_err "needs V >= 256, but this program has V = 100 (dim V, " "$FAKE_V100" --steps 1
+    expect_err "); pass --data FILE (token ids below 100) or compile with V >= 256" "$FAKE_V100" --steps 1
     "$FIX" shard s.bin 1000
     expect_err ">= vocabulary size 100" "$FAKE_V100" --data s.bin
     # V > 256: not byte-level, so samples print as token ids

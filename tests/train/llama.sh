@@ -1,7 +1,7 @@
 #!/bin/sh
 # End-to-end checks of models/llama.graph (tiny) on the CPU target.
 # usage: llama.sh GCOMPILE GRAPH WORKDIR CHECK
-#   CHECK: noreuse | poison | gradcheck | fusions
+#   CHECK: noreuse | poison | gradcheck | fusions | header
 set -u
 gc=$1 graph=$2 dir=$3 check=$4
 mkdir -p "$dir"
@@ -17,6 +17,19 @@ losses() {  # losses PROGRAM [args...] -> one loss per line
     "./$prog" --threads 2 "$@" | sed -n 's/^step *[0-9]*\/[0-9]* | loss \([^ ]*\) .*/\1/p'
 }
 case "$check" in
+header)    # the trainer prints the graph's own dims (not GPT-2's names only); without --data a V below 256
+           # (the built-in corpus is byte-level) is one error naming V's declaration
+    compile t_tiny
+    ./t_tiny --steps 0 >out.txt || fail "--steps 0"
+    grep -qx 'dims: B=4 T=32 V=256 L=2 NH=4 NKV=2 C=64 F=160 HS=16 THETA=500000' out.txt ||
+        { head -3 out.txt; fail "the header's dims are not the graph's"; }
+    compile t_v100 -D V=100
+    ./t_v100 --steps 1 >out.txt 2>err.txt && fail "V = 100 trained on the byte-level corpus"
+    line=$(grep -n '^dim V = ' "$graph" | cut -d: -f1)
+    grep -q "needs V >= 256, but this program has V = 100 (dim V, $graph:$line:5); pass --data FILE (token ids below 100)" \
+        err.txt || { cat err.txt; fail "the V < 256 message"; }
+    [ "$(wc -l <err.txt)" -eq 1 ] || { cat err.txt; fail "more than one line"; }
+    ;;
 noreuse)   # the planned program and the every-tensor-its-own-storage one agree bit for bit
     compile t_plan
     compile t_noreuse --no-reuse

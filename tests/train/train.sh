@@ -192,6 +192,16 @@ recompute) # recomputation: bit-identical losses in every mode, also poisoned an
     echo "arena bytes: none $a_none selective $a_sel full $a_full"
     [ "$a_full" -lt "$a_none" ] || fail "full recompute did not shrink the arena"
     [ "$a_sel" -lt "$a_none" ] || fail "selective recompute did not shrink the arena"
+    # selective reruns exactly the linear layers that widen their input: qkv and fc (fused with its bias and
+    # GELU) in each layer, not the attention or MLP projections
+    python3 - selective.json <<'PY' || fail "selective: the wrong matmuls recomputed"
+import json, re, sys
+d = json.load(open(sys.argv[1]))
+mm = sorted(re.sub(r"^re\.h\d+\.", "", s["name"]) + ":" + s["op"] for s in d["schedule"]
+            if s["phase"] == "recompute" and "matmul" in s["op"])
+want = sorted(["qkv.matmul:matmul_bias", "h.matmul:matmul_bias_gelu"] * 2)   # 2 layers
+assert mm == want, mm
+PY
     for m in fs nf; do   # per-layer modes (one letter per layer), poisoned: the same losses
         compile t_${m}_p --recompute $m --poison
         losses t_${m}_p --steps 8 >${m}_p.txt
