@@ -65,7 +65,8 @@ static inline void gc_cublas_check_(cublasStatus_t s, const char *what, const ch
     do {                                                                                     \
         typename gcemu_params<decltype(&kernel)>::type gcemu_args_{__VA_ARGS__};             \
         gcemu_launch(#kernel, dim3(grid), dim3(block), (size_t)(shmem),                      \
-                     [&gcemu_args_]() { std::apply(kernel, gcemu_args_); }, __FILE__, __LINE__); \
+                     [&gcemu_args_]() { std::apply(kernel, gcemu_args_); }, __FILE__, __LINE__,  \
+                     reinterpret_cast<const void *>(&kernel));                               \
     } while (0)
 #else
 #define GC_LAUNCH(kernel, grid, block, shmem, ...)                                   \
