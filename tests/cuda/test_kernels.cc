@@ -105,6 +105,13 @@ struct Dev {
         gc_device_upload(p, h.data(), h.size() * sizeof(T));
         return p;
     }
+    /* n elements of device memory, not initialised (scratch a case writes before it reads) */
+    template <class T> T *raw(size_t n)
+    {
+        void *d = gc_device_alloc(n ? n * sizeof(T) : 1);
+        ptrs.push_back(d);
+        return (T *)d;
+    }
     ~Dev()
     {
         for (void *p : ptrs)
@@ -2273,8 +2280,7 @@ static void bench_attention()
     gc_bf16 *dx_in = d.up(to_bf(x)), *dxs = d.up(to_bf(xs)), *dy = d.up(to_bf(dyh));
     gc_bf16 *y = d.up(to_bf(Vec(n1))), *dxo = d.up(to_bf(Vec(3 * n1)));
     gc_bf16 *yu = d.up(to_bf(Vec(n1))), *dxu = d.up(to_bf(Vec(3 * n1)));
-    gc_bf16 *s = d.up(to_bf(Vec(BH * T * T))), *p = d.up(to_bf(Vec(BH * T * T)));
-    gc_bf16 *dp = d.up(to_bf(Vec(BH * T * T)));
+    gc_bf16 *s = d.raw<gc_bf16>(BH * T * T), *p = d.raw<gc_bf16>(BH * T * T), *dp = d.raw<gc_bf16>(BH * T * T);
     float *lse = d.up(Vec(BH * T));
     const gc_bf16 *q = dxs, *k = dxs + n1, *v = dxs + 2 * n1;
     auto unfused_fwd = [&] {
@@ -2298,12 +2304,82 @@ static void bench_attention()
     for (long i = 0; i < n1; i++)
         dxv[i] *= scale;   /* the unfused dq was taken against q/8 */
     double dfwd = rel_diff(down_bf(y, n1), down_bf(yu, n1)), dbwd = rel_diff(dxf, dxv);
-    printf("bench attention bf16 B%ld NH%ld T%ld hs%ld (%s): fwd %.3f ms fused, %.3f ms unfused cuBLAS (%.2fx); "
-           "bwd %.3f ms fused, %.3f ms unfused (%.2fx); max |fused - unfused| / max: fwd %.2g, bwd %.2g\n",
-           B, NH, T, hs, gc_cuda_attention_wmma() ? "wmma" : "simt", fwd, ufwd, ufwd / fwd, bwd, ubwd, ubwd / bwd,
-           dfwd, dbwd);
+    double flop = 4.0 * B * NH * T * T * hs / 2;   /* causal: half of q k^T and p v; the backward 2.5x */
+    printf("bench attention bf16 B%ld NH%ld T%ld hs%ld (%s): fwd %.3f ms fused (%.0f TFLOP/s), %.3f ms unfused "
+           "cuBLAS (%.2fx); bwd %.3f ms fused (%.0f TFLOP/s), %.3f ms unfused (%.2fx); max |fused - unfused| / max: "
+           "fwd %.2g, bwd %.2g\n",
+           B, NH, T, hs, gc_cuda_attention_wmma() ? "tensor cores" : "simt", fwd, flop / fwd / 1e9, ufwd, ufwd / fwd,
+           bwd, 2.5 * flop / bwd / 1e9, ubwd, ubwd / bwd, dfwd, dbwd);
     bench_check("attention fwd", dfwd);
     bench_check("attention bwd", dbwd);
+}
+
+/* Grouped-query attention at Llama 3.2 1B's shape (B=2, NH=32, NKV=8,
+ * T=2048, hs=64; under the emulator a small one), fused against what the
+ * unfused program runs: k and v repeated to NH heads (gc_repeat), the
+ * cuBLASLt matmuls, mask and softmax kernels as bench_attention, and the
+ * repeated heads' dk, dv summed back (gc_repeat_bwd). Same tolerance and
+ * pre-scaled q. */
+static void bench_attention_gqa()
+{
+#ifdef GCEMU
+    const long B = 1, NH = 4, NKV = 2, T = 40, hs = 64;
+#else
+    const long B = 2, NH = 32, NKV = 8, T = 2048, hs = 64;
+#endif
+    const long G = NH / NKV, BH = B * NH, nq = BH * T * hs, nk = B * NKV * T * hs;
+    const float scale = 0.125f;   /* 1/sqrt(64) */
+    Vec qh = round_bf(rand_vec(nq, -2.0f, 2.0f)), kh = round_bf(rand_vec(nk, -2.0f, 2.0f));
+    Vec vh = round_bf(rand_vec(nk, -2.0f, 2.0f)), dyh = round_bf(rand_vec(nq)), qs = qh;
+    for (float &x : qs)
+        x *= scale;   /* exact: a power of two */
+    Dev d;
+    gc_bf16 *q = d.up(to_bf(qh)), *k = d.up(to_bf(kh)), *v = d.up(to_bf(vh)), *dy = d.up(to_bf(dyh));
+    gc_bf16 *q8 = d.up(to_bf(qs)), *y = d.up(to_bf(Vec(nq))), *yu = d.up(to_bf(Vec(nq)));
+    gc_bf16 *dq = d.up(to_bf(Vec(nq))), *dk = d.up(to_bf(Vec(nk))), *dv = d.up(to_bf(Vec(nk)));
+    gc_bf16 *dqu = d.up(to_bf(Vec(nq))), *dku = d.up(to_bf(Vec(nk))), *dvu = d.up(to_bf(Vec(nk)));
+    gc_bf16 *kr = d.up(to_bf(Vec(nq))), *vr = d.up(to_bf(Vec(nq))), *dkr = d.up(to_bf(Vec(nq)));
+    gc_bf16 *dvr = d.up(to_bf(Vec(nq)));
+    gc_bf16 *sc = d.raw<gc_bf16>(BH * T * T), *p = d.raw<gc_bf16>(BH * T * T), *dp = d.raw<gc_bf16>(BH * T * T);
+    float *lse = d.up(Vec(BH * T));
+    auto unfused_fwd = [&] {
+        gc_repeat_bf16(kr, k, B, NKV, G, T * hs, 0);
+        gc_repeat_bf16(vr, v, B, NKV, G, T * hs, 0);
+        gc_matmul_bf16(sc, q8, kr, BH, T, T, hs, 0, 1, 0);   /* s = (q/8) k^T */
+        gc_causal_mask_fwd_bf16(sc, sc, BH, T);
+        gc_softmax_fwd_bf16(p, sc, BH * T, T);
+        gc_matmul_bf16(yu, p, vr, BH, T, hs, T, 0, 0, 0);
+    };
+    auto unfused_bwd = [&] {
+        gc_matmul_bf16(dp, dy, vr, BH, T, T, hs, 0, 1, 0);    /* dp = dy v^T */
+        gc_matmul_bf16(dvr, p, dy, BH, T, hs, T, 1, 0, 0);    /* dv of the repeated heads = p^T dy */
+        gc_softmax_bwd_bf16(sc, dp, p, BH * T, T, 0);         /* ds (in s) */
+        gc_causal_mask_bwd_bf16(sc, sc, BH, T, 0);
+        gc_matmul_bf16(dqu, sc, kr, BH, T, hs, T, 0, 0, 0);   /* dq / scale */
+        gc_matmul_bf16(dkr, sc, q8, BH, T, hs, T, 1, 0, 0);   /* dk of the repeated heads = ds^T (q/8) */
+        gc_repeat_bwd_bf16(dku, dkr, B, NKV, G, T * hs, 0);
+        gc_repeat_bwd_bf16(dvu, dvr, B, NKV, G, T * hs, 0);
+    };
+    double fwd = bench_ms([&] { gc_attention_gqa_fwd_bf16(y, lse, q, k, v, B, NH, NKV, T, hs, 0, scale); });
+    double bwd = bench_ms([&] {
+        gc_attention_gqa_bwd_bf16(dq, dk, dv, dy, q, k, v, y, lse, B, NH, NKV, T, hs, 0, scale, 0);
+    });
+    double ufwd = bench_ms(unfused_fwd), ubwd = bench_ms(unfused_bwd);
+    Vec dqv = down_bf(dqu, nq);
+    for (float &x : dqv)
+        x *= scale;   /* the unfused dq was taken against q/8 */
+    Vec gf = cat({down_bf(dq, nq), down_bf(dk, nk), down_bf(dv, nk)});
+    Vec gu = cat({dqv, down_bf(dku, nk), down_bf(dvu, nk)});
+    double dfwd = rel_diff(down_bf(y, nq), down_bf(yu, nq)), dbwd = rel_diff(gf, gu);
+    /* causal attention's FLOPs: 4 B NH T^2 hs forward (two products over half the scores), 2.5x that backward */
+    double flop = 4.0 * B * NH * T * T * hs / 2;
+    printf("bench attention_gqa bf16 B%ld NH%ld NKV%ld T%ld hs%ld (%s): fwd %.3f ms fused (%.0f TFLOP/s), %.3f ms "
+           "unfused cuBLAS (%.2fx); bwd %.3f ms fused (%.0f TFLOP/s), %.3f ms unfused (%.2fx); "
+           "max |fused - unfused| / max: fwd %.2g, bwd %.2g\n",
+           B, NH, NKV, T, hs, gc_cuda_attention_wmma() ? "tensor cores" : "simt", fwd, flop / fwd / 1e9, ufwd,
+           ufwd / fwd, bwd, 2.5 * flop / bwd / 1e9, ubwd, ubwd / bwd, dfwd, dbwd);
+    bench_check("attention_gqa fwd", dfwd);
+    bench_check("attention_gqa bwd", dbwd);
 }
 
 static void bench_classifier()
@@ -2346,6 +2422,7 @@ static void bench_classifier()
 static void test_bench()
 {
     bench_attention();
+    bench_attention_gqa();
     bench_classifier();
 }
 
