@@ -47,7 +47,7 @@ paste -d' ' "$tmp/names" "$tmp/rows" | awk '
           split(name, a, "<"); hs = a[2] + 0; t = 128; ld = (hs + 8) * 2; dyn = " dyn"
           if (name ~ /fwd/) sm = (64 + 4 * (hs == 128 ? 32 : 64)) * ld
           else if (name ~ /_dq_/) sm = (128 + 4 * 32) * ld + 256
-          else { bq = hs == 32 ? 64 : 32; sm = (128 + 4 * bq) * ld + 16 * bq } }
+          else { bq = hs == 32 ? 64 : hs == 128 ? 16 : 32; sm = (128 + 4 * bq) * ld + 16 * bq } }
       else if (name ~ /gc_sumsq_kernel|gc_scale_kernel/) t = 256
       wr = int(65536 / rpw(r)); if (wr > 64) wr = 64
       printf "| `%s` | %d | %d%s | %d | %d | %d | %s |\n", name, r, sm, dyn, st, sp, wr, t ? occ(r, sm, t) " (" t " threads)" : "-" }' |

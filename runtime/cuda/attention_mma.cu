@@ -66,7 +66,7 @@ enum { AM_THREADS = 128, AM_ROWS = 64 };   /* 4 warps x 16 rows (or keys) */
 template <int HS> struct AmCfg;
 template <> struct AmCfg<32> { enum { FWD_BN = 64, DQ_BN = 32, KV_BQ = 64 }; };
 template <> struct AmCfg<64> { enum { FWD_BN = 64, DQ_BN = 32, KV_BQ = 32 }; };
-template <> struct AmCfg<128> { enum { FWD_BN = 32, DQ_BN = 32, KV_BQ = 32 }; };
+template <> struct AmCfg<128> { enum { FWD_BN = 32, DQ_BN = 32, KV_BQ = 16 }; };
 
 /* shared memory of each kernel, bytes (bf16 tiles of row stride HS + 8) */
 template <int HS> static constexpr size_t am_fwd_smem()   /* q, then 2 stages of k, v */
@@ -113,17 +113,31 @@ static __device__ __forceinline__ void am_load(gc_bf16 *s, const gc_bf16 *base, 
     }
 }
 
-/* D = sum over d of dy[d] y[d], one fmaf per d in order: the dq kernel and
- * the dk/dv kernel's fallback get the same bits */
+/* D = sum over d of dy[d] y[d], one fmaf per d in order, so any code shape
+ * gives the same bits (the dq kernel's and the dk/dv kernel's fallback).
+ * vec: 16-byte loads, U of them (of dy and of y each) issued together, so
+ * that a row costs hs / 8 U memory latencies (dq: U = 4, 32 registers
+ * briefly; the dk/dv fallback: U = 1) */
+template <int HS, int U>
 static __device__ __forceinline__ float am_rowD(const gc_bf16 *dy, const gc_bf16 *y, int hs, int vec)
 {
     float s = 0.0f;
     if (vec) {
-        for (int d = 0; d < hs; d += 8) {
-            GcVec<gc_bf16> u = *(const GcVec<gc_bf16> *)(dy + d), w = *(const GcVec<gc_bf16> *)(y + d);
+#pragma unroll 1
+        for (int c0 = 0; c0 < HS / 8; c0 += U) {
+            GcVec<gc_bf16> u[U], w[U];
 #pragma unroll
-            for (int e = 0; e < 8; e++)
-                s = fmaf(to_f(u.v[e]), to_f(w.v[e]), s);
+            for (int c = 0; c < U; c++)
+                if ((c0 + c) * 8 < hs) {
+                    u[c] = *(const GcVec<gc_bf16> *)(dy + (c0 + c) * 8);
+                    w[c] = *(const GcVec<gc_bf16> *)(y + (c0 + c) * 8);
+                }
+#pragma unroll
+            for (int c = 0; c < U; c++)
+#pragma unroll
+                for (int e = 0; e < 8; e++)
+                    if ((c0 + c) * 8 < hs)
+                        s = fmaf(to_f(u[c].v[e]), to_f(w[c].v[e]), s);
         }
     } else {
         for (int d = 0; d < hs; d++)
@@ -355,7 +369,7 @@ __global__ void AM_BOUNDS_DQ attention_dq_mma_kernel(AttP<gc_bf16> a)
     gc_cp_async_commit();   /* q, dy and tile 0 */
     if (threadIdx.x < AM_ROWS) {   /* D of the block's rows, once (FlashAttention-2's preprocessing) */
         long t = r0 + threadIdx.x;
-        float d = t < T ? am_rowD(dy + t * a.yt, y + t * a.yt, a.hs, a.vec) : 0.0f;
+        float d = t < T ? am_rowD<HS, 4>(dy + t * a.yt, y + t * a.yt, a.hs, a.vec) : 0.0f;
         Ds[threadIdx.x] = d;
         if (a.D && t < T)
             a.D[(bh - a.Dbh0) * T + t] = d;
@@ -429,7 +443,7 @@ static __device__ __forceinline__ void am_kv_issue(const AttP<gc_bf16> &a, gc_bf
         *nl = t < T ? a.lse[qbh * T + t] * AM_LOG2E : 0.0f;
         *nd = t >= T  ? 0.0f
               : a.D ? a.D[(qbh - a.Dbh0) * T + t]
-                    : am_rowD(dy + t * a.yt, a.y + b * a.yb + h * a.yh + t * a.yt, a.hs, a.vec);
+                    : am_rowD<HS, 1>(dy + t * a.yt, a.y + b * a.yb + h * a.yh + t * a.yt, a.hs, a.vec);
     }
 }
 
