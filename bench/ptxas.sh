@@ -5,7 +5,9 @@
 # in units of 256 per warp, 64 warps, 32 blocks and 228 KiB of shared memory
 # per SM, 1 KiB reserved per block): the warps per SM its registers allow,
 # and for the kernels whose block size is fixed (the attention kernels, the
-# norm's) the warps per SM at that block size. Compiles kernels_cuda.cu and
+# norm's) the warps per SM at that block size. The tensor-core attention
+# kernels' shared memory is dynamic (ptxas does not see it): the column shows
+# it from attention_mma.cu's am_*_smem (keep the two in step), marked "dyn". Compiles kernels_cuda.cu and
 # device_cuda.cu with `nvcc -Xptxas -v` for sm_ARCH (default 90; minutes),
 # or reads the given ptxas outputs (e.g. tests/gpu/build.sh's
 # OBJ/ptxas_*.txt). Prints a Markdown table (bench/RESULTS.md).
@@ -29,7 +31,7 @@ cat "$@" | awk -v arch="sm_$arch" '
     /Used [0-9]+ registers/ && k != "" { for (i = 1; i <= NF; i++) { if ($(i + 1) == "registers,") r = $i; if ($(i + 1) == "bytes" && $(i + 2) == "smem") sm = $i } }
     END { if (k != "") print k, r, sm, st, sp }' >"$tmp/rows"
 cut -d' ' -f1 "$tmp/rows" | c++filt | sed 's/(.*//; s/^void //; s/__nv_bfloat16/bf16/g' >"$tmp/names"
-echo "| kernel | registers | static smem (B) | stack (B) | spills (B) | warps/SM by registers | warps/SM at its block size |"
+echo "| kernel | registers | smem (B) | stack (B) | spills (B) | warps/SM by registers | warps/SM at its block size |"
 echo "|---|---:|---:|---:|---:|---:|---:|"
 paste -d' ' "$tmp/names" "$tmp/rows" | awk '
     function rpw(r) { return int((r * 32 + 255) / 256) * 256 }   # registers per warp, allocated in units of 256
@@ -37,11 +39,16 @@ paste -d' ' "$tmp/names" "$tmp/rows" | awk '
         w = int((t + 31) / 32); b = int(int(65536 / rpw(r)) / w); bs = int(233472 / (sm + 1024))
         if (bs < b) b = bs; if (32 < b) b = 32; if (int(64 / w) < b) b = int(64 / w); return b * w }
     { n = NF; sp = $n; st = $(n - 1); sm = $(n - 2); r = $(n - 3); name = $1; for (i = 2; i <= n - 5; i++) name = name " " $i
-      t = 0
+      t = 0; dyn = ""
       if (match(name, /^attention_(fwd|dkdv|dq)_kernel<[^,]*, [0-9]+>/)) {
           split(name, a, ", "); hs = a[2] + 0; t = (name ~ /fwd/ ? 64 : 32) * hs / 16 }
-      else if (name ~ /wmma_kernel/) t = 64
+      else if (match(name, /^attention_(fwd|dkdv|dq)_mma_kernel<[0-9]+>/)) {
+          # am_*_smem: tiles of HS + 8 bf16 per row; tile sizes from AmCfg (FWD_BN, DQ_BN, KV_BQ)
+          split(name, a, "<"); hs = a[2] + 0; t = 128; ld = (hs + 8) * 2; dyn = " dyn"
+          if (name ~ /fwd/) sm = (64 + 4 * (hs == 128 ? 32 : 64)) * ld
+          else if (name ~ /_dq_/) sm = (128 + 4 * 32) * ld + 256
+          else { bq = hs == 32 ? 64 : hs == 128 ? 16 : 32; sm = (128 + 4 * bq) * ld + 16 * bq } }
       else if (name ~ /gc_sumsq_kernel|gc_scale_kernel/) t = 256
       wr = int(65536 / rpw(r)); if (wr > 64) wr = 64
-      printf "| `%s` | %d | %d | %d | %d | %d | %s |\n", name, r, sm, st, sp, wr, t ? occ(r, sm, t) " (" t " threads)" : "-" }' |
+      printf "| `%s` | %d | %d%s | %d | %d | %d | %s |\n", name, r, sm, dyn, st, sp, wr, t ? occ(r, sm, t) " (" t " threads)" : "-" }' |
     sort

@@ -1,6 +1,8 @@
 /* attention_simt.cu — the SIMT attention kernels (fp32 storage; bf16
- * storage without tensor cores), included by attention_cuda.cu after AttGeom
- * and att_rowdot. FlashAttention-2's scheme with fp32 arithmetic:
+ * storage without tensor cores), included by attention_cuda.cu after AttP.
+ * Both entry points use them: gc_attention_* (q, k, v in one x) and
+ * gc_attention_gqa_* (separate q, k, v; a kv head per `group` query heads).
+ * FlashAttention-2's scheme with fp32 arithmetic:
  *   forward  a block per (ATT_FWD_ROWS query rows, head), K/V tiles of
  *            ATT_TILE keys through shared memory, the running max, sum and
  *            unnormalised output per row; tiles above the diagonal are never
@@ -8,7 +10,8 @@
  *   backward two kernels, no atomics (deterministic): dk/dv per key walking
  *            the query tiles at or below it, dq per query row walking the
  *            key tiles; both recompute p = exp(s - lse) and D = rowsum(dy*y).
- * Specialised by head size at compile time: HS = 16, 32, 64 or 128, the
+ * The dk/dv kernel runs per kv head, over the rows of its group's query
+ * heads (no atomics). Specialised by head size at compile time: HS = 16, 32, 64 or 128, the
  * smallest that holds hs (the tiles are zero-padded from hs to HS). A row
  * (or key) is G = HS / ATT_DPT consecutive lanes, lane j owning dimensions
  * d = e*G + j for e < ATT_DPT: every per-thread array has ATT_DPT entries
@@ -69,26 +72,26 @@ static __device__ __forceinline__ float att_dot(const float *mine, const float *
 
 template <class T, int HS>
 __global__ void __launch_bounds__(ATT_FWD_ROWS * (HS / ATT_DPT))
-attention_fwd_kernel(T *y, float *lse, const T *x, AttGeom g, float scale)
+attention_fwd_kernel(AttP<T> a)
 {
     constexpr int G = HS / ATT_DPT;
     __shared__ float ks[ATT_TILE * HS], vs[ATT_TILE * HS];
-    long bh = blockIdx.y, b = bh / g.NH, h = bh % g.NH;
+    long bh = a.bh0 + blockIdx.y, b = bh / a.NH, h = bh % a.NH, kvh = h / a.group;
     int j = threadIdx.x % G;
     long r0 = (long)blockIdx.x * ATT_FWD_ROWS, row = r0 + threadIdx.x / G;
-    long last = r0 + ATT_FWD_ROWS < g.T ? r0 + ATT_FWD_ROWS : g.T;   /* rows [r0, last) */
-    const T *q = x + b * g.sb + h * g.sh, *k = q + g.koff, *v = q + g.voff;
-    bool live = row < g.T;
+    long last = r0 + ATT_FWD_ROWS < a.T ? r0 + ATT_FWD_ROWS : a.T;   /* rows [r0, last) */
+    const T *q = a.q + b * a.qb + h * a.qh, *k = a.k + b * a.kb + kvh * a.kh, *v = a.v + b * a.kb + kvh * a.kh;
+    bool live = row < a.T;
     float qr[ATT_DPT], acc[ATT_DPT], m = -INFINITY, l = 0.0f;
-    att_row<T, G>(qr, q + row * g.st, live, j, g.hs);
+    att_row<T, G>(qr, q + row * a.qt, live, j, a.hs);
 #pragma unroll
     for (int e = 0; e < ATT_DPT; e++)
         acc[e] = 0.0f;
     for (long c0 = 0; c0 < last; c0 += ATT_TILE) {
         long nc = last - c0 < ATT_TILE ? last - c0 : ATT_TILE;
         __syncthreads();                 /* the previous tile's readers are done */
-        att_tile<T, HS>(ks, k + c0 * g.st, g.st, nc, g.hs);
-        att_tile<T, HS>(vs, v + c0 * g.st, g.st, nc, g.hs);
+        att_tile<T, HS>(ks, k + c0 * a.kt, a.kt, nc, a.hs);
+        att_tile<T, HS>(vs, v + c0 * a.kt, a.kt, nc, a.hs);
         __syncthreads();
         long valid = live ? row - c0 + 1 : 0;   /* keys [c0, c0 + valid) are visible to the row */
         if (valid > nc)
@@ -97,7 +100,7 @@ attention_fwd_kernel(T *y, float *lse, const T *x, AttGeom g, float scale)
 #pragma unroll
         for (int c = 0; c < ATT_TILE; c++) {
             float dot = att_group_sum<G>(att_dot<HS>(qr, ks + c * HS, j));
-            s[c] = c < valid ? dot * scale : -INFINITY;
+            s[c] = c < valid ? dot * a.scale : -INFINITY;
             mx = fmaxf(mx, s[c]);
         }
         float corr = mx == -INFINITY ? 1.0f : expf(m - mx), sum = 0.0f;
@@ -118,13 +121,13 @@ attention_fwd_kernel(T *y, float *lse, const T *x, AttGeom g, float scale)
     if (!live)
         return;
     float inv = 1.0f / l;
-    T *yr = y + b * g.yb + h * g.yh + row * g.yt;
+    T *yr = a.out + b * a.yb + h * a.yh + row * a.yt;
 #pragma unroll
     for (int e = 0; e < ATT_DPT; e++)
-        if (e * G + j < g.hs)
+        if (e * G + j < a.hs)
             store(yr + e * G + j, acc[e] * inv);
     if (j == 0)
-        lse[bh * g.T + row] = m + logf(l);
+        a.lse[bh * a.T + row] = m + logf(l);
 }
 
 /* D = dy . y of row r (G lanes, the sum in every one of them) */
@@ -141,97 +144,101 @@ static __device__ __forceinline__ float att_group_rowdot(const T *dy, const T *y
     return att_group_sum<G>(s);
 }
 
-/* dk, dv: G lanes per key, a block per ATT_TILE keys of one head */
+/* dk, dv: G lanes per key, a block per ATT_TILE keys of one kv head; walks
+ * the rows at or below its keys of each query head of the group */
 template <class T, int HS>
 __global__ void __launch_bounds__(ATT_TILE * (HS / ATT_DPT))
-attention_dkdv_kernel(T *dx, const T *dy, const T *x, const T *y, const float *lse, AttGeom g, float scale, int acc)
+attention_dkdv_kernel(AttP<T> a)
 {
     constexpr int G = HS / ATT_DPT;
     __shared__ float qs[ATT_TILE * HS], dys[ATT_TILE * HS], ls[ATT_TILE], Ds[ATT_TILE];
-    long bh = blockIdx.y, b = bh / g.NH, h = bh % g.NH;
+    long NKV = a.NH / a.group, bkv = a.bh0 + blockIdx.y, b = bkv / NKV, kvh = bkv % NKV;
     int j = threadIdx.x % G, grp = threadIdx.x / G;
     long c0 = (long)blockIdx.x * ATT_TILE, col = c0 + grp;
-    bool live = col < g.T;
-    long hoff = b * g.sb + h * g.sh, yoff = b * g.yb + h * g.yh;
-    const T *q = x + hoff;
+    bool live = col < a.T;
+    long koff = b * a.kb + kvh * a.kh;
     float kc[ATT_DPT], vc[ATT_DPT], dk[ATT_DPT], dv[ATT_DPT];
-    att_row<T, G>(kc, q + g.koff + col * g.st, live, j, g.hs);
-    att_row<T, G>(vc, q + g.voff + col * g.st, live, j, g.hs);
+    att_row<T, G>(kc, a.k + koff + col * a.kt, live, j, a.hs);
+    att_row<T, G>(vc, a.v + koff + col * a.kt, live, j, a.hs);
 #pragma unroll
     for (int e = 0; e < ATT_DPT; e++)
         dk[e] = dv[e] = 0.0f;
-    for (long r0 = c0; r0 < g.T; r0 += ATT_TILE) {
-        long nr = g.T - r0 < ATT_TILE ? g.T - r0 : ATT_TILE;
-        __syncthreads();
-        att_tile<T, HS>(qs, q + r0 * g.st, g.st, nr, g.hs);
-        att_tile<T, HS>(dys, dy + yoff + r0 * g.yt, g.yt, nr, g.hs);
-        {   /* group grp: lse and D of the tile's row grp */
-            long ro = yoff + (r0 + grp) * g.yt;
-            float D = att_group_rowdot<T, G>(dy + ro, y + ro, grp < nr, j, g.hs);
-            if (j == 0) {
-                ls[grp] = grp < nr ? lse[bh * g.T + r0 + grp] : 0.0f;
-                Ds[grp] = D;
+    for (long hj = 0; hj < a.group; hj++) {
+        long h = kvh * a.group + hj, qbh = b * a.NH + h;
+        const T *q = a.q + b * a.qb + h * a.qh, *dy = a.dy + b * a.yb + h * a.yh, *y = a.y + b * a.yb + h * a.yh;
+        for (long r0 = c0; r0 < a.T; r0 += ATT_TILE) {
+            long nr = a.T - r0 < ATT_TILE ? a.T - r0 : ATT_TILE;
+            __syncthreads();
+            att_tile<T, HS>(qs, q + r0 * a.qt, a.qt, nr, a.hs);
+            att_tile<T, HS>(dys, dy + r0 * a.yt, a.yt, nr, a.hs);
+            {   /* group grp: lse and D of the tile's row grp */
+                long ro = (r0 + grp) * a.yt;
+                float D = att_group_rowdot<T, G>(dy + ro, y + ro, grp < nr, j, a.hs);
+                if (j == 0) {
+                    ls[grp] = grp < nr ? a.lse[qbh * a.T + r0 + grp] : 0.0f;
+                    Ds[grp] = D;
+                }
             }
-        }
-        __syncthreads();
-        long first = col - r0;   /* rows at or below the key */
-        for (int r = 0; r < nr; r++) {
-            const float *qi = qs + r * HS, *dyi = dys + r * HS;
-            float s = att_group_sum<G>(att_dot<HS>(kc, qi, j));
-            float dp = att_group_sum<G>(att_dot<HS>(vc, dyi, j));
-            float p = live && r >= first ? expf(s * scale - ls[r]) : 0.0f, ds = p * (dp - Ds[r]) * scale;
+            __syncthreads();
+            long first = col - r0;   /* rows at or below the key */
+            for (int r = 0; r < nr; r++) {
+                const float *qi = qs + r * HS, *dyi = dys + r * HS;
+                float s = att_group_sum<G>(att_dot<HS>(kc, qi, j));
+                float dp = att_group_sum<G>(att_dot<HS>(vc, dyi, j));
+                float p = live && r >= first ? expf(s * a.scale - ls[r]) : 0.0f, ds = p * (dp - Ds[r]) * a.scale;
 #pragma unroll
-            for (int e = 0; e < ATT_DPT; e++) {
-                dv[e] += p * dyi[e * G + j];
-                dk[e] += ds * qi[e * G + j];
+                for (int e = 0; e < ATT_DPT; e++) {
+                    dv[e] += p * dyi[e * G + j];
+                    dk[e] += ds * qi[e * G + j];
+                }
             }
         }
     }
     if (!live)
         return;
-    T *dkx = dx + hoff + g.koff + col * g.st, *dvx = dx + hoff + g.voff + col * g.st;
+    T *dkx = a.dk + koff + col * a.kt, *dvx = a.dv + koff + col * a.kt;
 #pragma unroll
     for (int e = 0; e < ATT_DPT; e++)
-        if (e * G + j < g.hs) {
-            put(dkx + e * G + j, dk[e], acc);
-            put(dvx + e * G + j, dv[e], acc);
+        if (e * G + j < a.hs) {
+            put(dkx + e * G + j, dk[e], a.acc & 2);
+            put(dvx + e * G + j, dv[e], a.acc & 4);
         }
 }
 
 /* dq: G lanes per query row, a block per ATT_TILE rows of one head */
 template <class T, int HS>
 __global__ void __launch_bounds__(ATT_TILE * (HS / ATT_DPT))
-attention_dq_kernel(T *dx, const T *dy, const T *x, const T *y, const float *lse, AttGeom g, float scale, int acc)
+attention_dq_kernel(AttP<T> a)
 {
     constexpr int G = HS / ATT_DPT;
     __shared__ float ks[ATT_TILE * HS], vs[ATT_TILE * HS];
-    long bh = blockIdx.y, b = bh / g.NH, h = bh % g.NH;
+    long bh = a.bh0 + blockIdx.y, b = bh / a.NH, h = bh % a.NH, kvh = h / a.group;
     int j = threadIdx.x % G;
     long r0 = (long)blockIdx.x * ATT_TILE, row = r0 + threadIdx.x / G;
-    long last = r0 + ATT_TILE < g.T ? r0 + ATT_TILE : g.T;
-    bool live = row < g.T;
-    long hoff = b * g.sb + h * g.sh, yoff = b * g.yb + h * g.yh;
-    const T *q = x + hoff;
-    float qr[ATT_DPT], dyr[ATT_DPT], dq[ATT_DPT];
-    float lr = live ? lse[bh * g.T + row] : 0.0f;
-    float D = att_group_rowdot<T, G>(dy + yoff + row * g.yt, y + yoff + row * g.yt, live, j, g.hs);
-    att_row<T, G>(qr, q + row * g.st, live, j, g.hs);
-    att_row<T, G>(dyr, dy + yoff + row * g.yt, live, j, g.hs);
+    long last = r0 + ATT_TILE < a.T ? r0 + ATT_TILE : a.T;
+    bool live = row < a.T;
+    const T *q = a.q + b * a.qb + h * a.qh, *k = a.k + b * a.kb + kvh * a.kh, *v = a.v + b * a.kb + kvh * a.kh;
+    const T *dyr = a.dy + b * a.yb + h * a.yh + row * a.yt, *yr = a.y + b * a.yb + h * a.yh + row * a.yt;
+    float qr[ATT_DPT], dyv[ATT_DPT], dq[ATT_DPT];
+    float lr = live ? a.lse[bh * a.T + row] : 0.0f;
+    float D = att_group_rowdot<T, G>(dyr, yr, live, j, a.hs);
+    att_row<T, G>(qr, q + row * a.qt, live, j, a.hs);
+    att_row<T, G>(dyv, dyr, live, j, a.hs);
 #pragma unroll
     for (int e = 0; e < ATT_DPT; e++)
         dq[e] = 0.0f;
     for (long c0 = 0; c0 < last; c0 += ATT_TILE) {
         long nc = last - c0 < ATT_TILE ? last - c0 : ATT_TILE;
         __syncthreads();
-        att_tile<T, HS>(ks, q + g.koff + c0 * g.st, g.st, nc, g.hs);
-        att_tile<T, HS>(vs, q + g.voff + c0 * g.st, g.st, nc, g.hs);
+        att_tile<T, HS>(ks, k + c0 * a.kt, a.kt, nc, a.hs);
+        att_tile<T, HS>(vs, v + c0 * a.kt, a.kt, nc, a.hs);
         __syncthreads();
         long valid = live ? row - c0 + 1 : 0;
         for (int c = 0; c < nc; c++) {
             const float *kc = ks + c * HS, *vc = vs + c * HS;
             float s = att_group_sum<G>(att_dot<HS>(qr, kc, j));
-            float dp = att_group_sum<G>(att_dot<HS>(dyr, vc, j));
-            float p = c < valid ? expf(s * scale - lr) : 0.0f, ds = p * (dp - D) * scale;
+            float dp = att_group_sum<G>(att_dot<HS>(dyv, vc, j));
+            float p = c < valid ? expf(s * a.scale - lr) : 0.0f, ds = p * (dp - D) * a.scale;
 #pragma unroll
             for (int e = 0; e < ATT_DPT; e++)
                 dq[e] += ds * kc[e * G + j];
@@ -239,58 +246,63 @@ attention_dq_kernel(T *dx, const T *dy, const T *x, const T *y, const float *lse
     }
     if (!live)
         return;
-    T *dqx = dx + hoff + row * g.st;
+    T *dqx = a.dq + b * a.qb + h * a.qh + row * a.qt;
 #pragma unroll
     for (int e = 0; e < ATT_DPT; e++)
-        if (e * G + j < g.hs)
-            put(dqx + e * G + j, dq[e], acc);
+        if (e * G + j < a.hs)
+            put(dqx + e * G + j, dq[e], a.acc & 1);
 }
 
-template <class T, int HS> static void attention_fwd_hs(T *y, float *lse, const T *x, const AttGeom &g, float scale)
+/* launches over the (batch, head) range [bh0, bh0 + nbh) (query heads; the
+ * dk/dv kernel: kv heads) */
+template <class T, int HS> static void attention_fwd_hs(AttP<T> a, long nbh)
 {
-    dim3 grid(ceil_div(g.T, ATT_FWD_ROWS), (unsigned)(g.B * g.NH));
-    GC_LAUNCH(attention_fwd_kernel<T ATT_COMMA HS>, grid, ATT_FWD_ROWS * (HS / ATT_DPT), 0, y, lse, x, g, scale);
+    dim3 grid(ceil_div(a.T, ATT_FWD_ROWS), (unsigned)nbh);
+    GC_LAUNCH(attention_fwd_kernel<T ATT_COMMA HS>, grid, ATT_FWD_ROWS * (HS / ATT_DPT), 0, a);
 }
 
-template <class T, int HS>
-static void attention_bwd_hs(T *dx, const T *dy, const T *x, const T *y, const float *lse, const AttGeom &g,
-                             float scale, int acc)
+template <class T, int HS> static void attention_dq_hs(AttP<T> a, long nbh)
 {
-    dim3 grid(ceil_div(g.T, ATT_TILE), (unsigned)(g.B * g.NH));
-    int threads = ATT_TILE * (HS / ATT_DPT);
-    GC_LAUNCH(attention_dkdv_kernel<T ATT_COMMA HS>, grid, threads, 0, dx, dy, x, y, lse, g, scale, acc & 1);
-    GC_LAUNCH(attention_dq_kernel<T ATT_COMMA HS>, grid, threads, 0, dx, dy, x, y, lse, g, scale, acc & 1);
+    dim3 grid(ceil_div(a.T, ATT_TILE), (unsigned)nbh);
+    GC_LAUNCH(attention_dq_kernel<T ATT_COMMA HS>, grid, ATT_TILE * (HS / ATT_DPT), 0, a);
 }
 
-/* the smallest HS >= hs (att_geom checked hs <= GC_ATTENTION_MAXHS = 128) */
-template <class T> static void attention_fwd(T *y, float *lse, const T *x, const long *geom, float scale)
+template <class T, int HS> static void attention_dkdv_hs(AttP<T> a, long nkv)
 {
-    AttGeom g = att_geom(geom);
-    if (g.B * g.NH <= 0 || g.T <= 0)
-        return;
-    if (g.hs <= 16)
-        attention_fwd_hs<T, 16>(y, lse, x, g, scale);
-    else if (g.hs <= 32)
-        attention_fwd_hs<T, 32>(y, lse, x, g, scale);
-    else if (g.hs <= 64)
-        attention_fwd_hs<T, 64>(y, lse, x, g, scale);
+    dim3 grid(ceil_div(a.T, ATT_TILE), (unsigned)nkv);
+    GC_LAUNCH(attention_dkdv_kernel<T ATT_COMMA HS>, grid, ATT_TILE * (HS / ATT_DPT), 0, a);
+}
+
+/* SIMT: the smallest HS >= hs (att_check: hs <= GC_ATTENTION_MAXHS = 128) */
+template <class T> static void attention_fwd_simt(AttP<T> a, long nbh)
+{
+    if (a.hs <= 16)
+        attention_fwd_hs<T, 16>(a, nbh);
+    else if (a.hs <= 32)
+        attention_fwd_hs<T, 32>(a, nbh);
+    else if (a.hs <= 64)
+        attention_fwd_hs<T, 64>(a, nbh);
     else
-        attention_fwd_hs<T, 128>(y, lse, x, g, scale);
+        attention_fwd_hs<T, 128>(a, nbh);
 }
 
-template <class T>
-static void attention_bwd(T *dx, const T *dy, const T *x, const T *y, const float *lse, const long *geom, float scale,
-                          int acc)
+/* dq over query heads [bh0, bh0 + nkv group), then dk, dv over kv heads [bh0 / group, + nkv) */
+template <class T> static void attention_bwd_simt(AttP<T> a, long nkv)
 {
-    AttGeom g = att_geom(geom);
-    if (g.B * g.NH <= 0 || g.T <= 0)
-        return;
-    if (g.hs <= 16)
-        attention_bwd_hs<T, 16>(dx, dy, x, y, lse, g, scale, acc);
-    else if (g.hs <= 32)
-        attention_bwd_hs<T, 32>(dx, dy, x, y, lse, g, scale, acc);
-    else if (g.hs <= 64)
-        attention_bwd_hs<T, 64>(dx, dy, x, y, lse, g, scale, acc);
-    else
-        attention_bwd_hs<T, 128>(dx, dy, x, y, lse, g, scale, acc);
+    long kv0 = a.bh0 / a.group;
+    AttP<T> k = a;
+    k.bh0 = kv0;
+    if (a.hs <= 16) {
+        attention_dq_hs<T, 16>(a, nkv * a.group);
+        attention_dkdv_hs<T, 16>(k, nkv);
+    } else if (a.hs <= 32) {
+        attention_dq_hs<T, 32>(a, nkv * a.group);
+        attention_dkdv_hs<T, 32>(k, nkv);
+    } else if (a.hs <= 64) {
+        attention_dq_hs<T, 64>(a, nkv * a.group);
+        attention_dkdv_hs<T, 64>(k, nkv);
+    } else {
+        attention_dq_hs<T, 128>(a, nkv * a.group);
+        attention_dkdv_hs<T, 128>(k, nkv);
+    }
 }

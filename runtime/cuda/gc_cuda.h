@@ -65,7 +65,8 @@ static inline void gc_cublas_check_(cublasStatus_t s, const char *what, const ch
     do {                                                                                     \
         typename gcemu_params<decltype(&kernel)>::type gcemu_args_{__VA_ARGS__};             \
         gcemu_launch(#kernel, dim3(grid), dim3(block), (size_t)(shmem),                      \
-                     [&gcemu_args_]() { std::apply(kernel, gcemu_args_); }, __FILE__, __LINE__); \
+                     [&gcemu_args_]() { std::apply(kernel, gcemu_args_); }, __FILE__, __LINE__,  \
+                     reinterpret_cast<const void *>(&kernel));                               \
     } while (0)
 #else
 #define GC_LAUNCH(kernel, grid, block, shmem, ...)                                   \
@@ -262,12 +263,23 @@ void gc_cast_bf16(gc_bf16 *out, const float *in, long n);   /* round to nearest 
 void gc_attention_fwd_bf16(gc_bf16 *y, float *lse, const gc_bf16 *x, const long *geom, float scale);
 void gc_attention_bwd_bf16(gc_bf16 *dx, const gc_bf16 *dy, const gc_bf16 *x, const gc_bf16 *y, const float *lse,
                            const long *geom, float scale, int acc);
-/* The bf16 attention's tensor-core (WMMA) kernels: on by default, used on
+/* The bf16 attention's tensor-core kernels (mma.sync, attention_mma.cu; both
+ * gc_attention_*_bf16 and gc_attention_gqa_*_bf16): on by default, used on
  * sm_80 and newer (gc_cuda_attention_wmma() then says 1); off, or on an
  * older device, the bf16 attention runs the SIMT kernels of the fp32 path.
- * For tests and comparisons on a GPU. */
+ * For tests and comparisons on a GPU. (The name stays from the WMMA kernels
+ * these replaced.) */
 void gc_cuda_set_attention_wmma(int on);
 int gc_cuda_attention_wmma(void);
+/* Tests: at most n (batch, head) pairs per attention launch (default and
+ * n <= 0: 65,535, the grid's y), so that the chunked launches run at small
+ * shapes. */
+void gc_cuda_attention_max_heads(long n);
+/* Tests (sm_80+): gc_mma.h's fragment layouts on one warp, see
+ * mma_selftest_kernel in attention_mma.cu: d (3 x 16 x 8 floats) = c + a b
+ * three ways, raw (32 x 12) the ldmatrix registers; device pointers. */
+void gc_cuda_mma_selftest(float *d, uint32_t *raw, const gc_bf16 *a, const gc_bf16 *bkn, const gc_bf16 *bnk,
+                          const float *c);
 void gc_cast_f32(float *out, const gc_bf16 *in, long n);
 /* classifier_cuda.cu: the fused classifier (gc_classifier) on bf16 x, w,
  * chunk and dx; loss, dw and rowloss (N doubles) fp32 storage */

@@ -25,4 +25,6 @@
 #define gc_adamw_multi cpu_adamw_multi
 #define gc_attention_fwd cpu_attention_fwd
 #define gc_attention_bwd cpu_attention_bwd
+#define gc_attention_gqa_fwd cpu_attention_gqa_fwd
+#define gc_attention_gqa_bwd cpu_attention_gqa_bwd
 #define gc_classifier cpu_classifier

@@ -3,7 +3,11 @@
  * missing __syncthreads shows up as an order-dependent result, and that
  * undefined behaviour (barrier after an exit, partial warps, bad launches,
  * deadlock) aborts with a message instead of passing silently. The WMMA shim
- * (mma.h): products in every layout, and its contract checks. */
+ * (mma.h): products in every layout, and its contract checks. The PTX
+ * helpers (gcemu_ptx.h, for runtime/cuda/gc_mma.h): cp.async lands only at
+ * its wait, strictness of mma/ldmatrix/cp.async, dynamic shared memory above
+ * 48 KiB only with the kernel's attribute. (Their fragment layouts against a
+ * plain matrix product: test_kernels' "mma" group, which also runs on a GPU.) */
 #include <stdio.h>
 #include <string.h>
 #include <sys/wait.h>
@@ -15,6 +19,7 @@
 
 #include "child.h"
 #include "gc_cuda.h"
+#include "gc_mma.h"
 #include <mma.h>
 
 static int failures, checks;
@@ -192,6 +197,58 @@ static bool wmma_case(int la, int lb, int lc)
     return out == want;
 }
 
+/* ---------------------------------------------------------------- PTX helpers */
+struct alignas(16) Chunk16 {
+    uint32_t w[4];
+};
+
+/* thread t copies 16 bytes of in into shared memory by cp.async; `wait` 0
+ * reads it back (another thread's chunk) before waiting: the old bytes under
+ * some order; 1 waits and syncs first */
+static __global__ void cp_async_kernel(uint32_t *out, const uint32_t *in, int wait)
+{
+    __shared__ Chunk16 sh[64];
+    for (int j = 0; j < 4; j++)
+        sh[threadIdx.x].w[j] = 0xffffffffu;
+    __syncthreads();
+    gc_cp_async16(gc_smem(&sh[threadIdx.x]), in + threadIdx.x * 4, threadIdx.x % 8 == 7 ? 0 : 16);
+    gc_cp_async_commit();
+    if (wait)
+        gc_cp_async_wait<0>();
+    __syncthreads();
+    out[threadIdx.x] = sh[(threadIdx.x + 1) % blockDim.x].w[1];
+    if (!wait)
+        gc_cp_async_wait<0>();
+}
+
+/* misuse: 1 cp.async never waited for, 2 cp.async to a misaligned address,
+ * 3 ldmatrix of a misaligned row, 4 mma from a partial warp (48 threads),
+ * 5 ldmatrix from a partial warp */
+static __global__ void ptx_bad_kernel(uint32_t *out, const uint32_t *in, int bad)
+{
+    __shared__ Chunk16 sh[64];
+    uint32_t r[4] = {0, 0, 0, 0}, b[2] = {0, 0};
+    float d[4] = {0, 0, 0, 0};
+    if (bad == 1 || bad == 2) {
+        gc_cp_async16(gc_smem(&sh[threadIdx.x]) + (bad == 2 ? 4 : 0), in, 16);
+        gc_cp_async_commit();
+    }
+    if (bad == 3 || bad == 5)
+        gc_ldmatrix_x4(r, gc_smem(&sh[threadIdx.x % 16]) + (bad == 3 ? 2 : 0));
+    if (bad == 4)
+        gc_mma_bf16_16816(d, r, b);
+    out[threadIdx.x] = r[0] + (uint32_t)d[0];
+}
+
+/* dynamic shared memory of `bytes`, touched by every thread */
+static __global__ void big_shared_kernel(int *out)
+{
+    GC_DYN_SHARED(int, buf);
+    buf[threadIdx.x] = (int)threadIdx.x;
+    __syncthreads();
+    out[threadIdx.x] = buf[blockDim.x - 1 - threadIdx.x];
+}
+
 /* ---------------------------------------------------------------- checks */
 
 static void expect_abort(const std::function<void()> &f, const char *msg)
@@ -306,6 +363,52 @@ int main()
                  "load_matrix_sync: lanes passed different arguments");
     expect_abort([&] { GC_LAUNCH(wmma_bad_kernel, 1, 32, 0, fo.data(), tile, 4); }, "ldm 6 is not a multiple of 4");
     expect_abort([&] { GC_LAUNCH(wmma_bad_kernel, 1, 48, 0, fo.data(), tile, 5); }, "wmma call from a partial warp");
+
+    /* cp.async: lands at the thread's wait (zero-filled past src_bytes); read before it, stale */
+    std::vector<uint32_t> cin(64 * 4), cout(64);
+    for (size_t i = 0; i < cin.size(); i++)
+        cin[i] = (uint32_t)i;
+    bool seen_old = false, seen_new = false;
+    all_right = true;
+    for (int order = 0; order < 3; order++) {
+        gcemu_set_order(order, 11);
+        GC_LAUNCH(cp_async_kernel, 1, 64, 0, cout.data(), cin.data(), 0);
+        for (int t = 0; t < 64; t++) {
+            seen_old |= cout[t] == 0xffffffffu;
+            seen_new |= cout[t] != 0xffffffffu;
+        }
+        GC_LAUNCH(cp_async_kernel, 1, 64, 0, cout.data(), cin.data(), 1);
+        for (int t = 0; t < 64; t++) {
+            int s = (t + 1) % 64;
+            all_right &= cout[t] == (s % 8 == 7 ? 0u : (uint32_t)(s * 4 + 1));
+        }
+    }
+    expect(seen_old && seen_new, "cp.async: a read before the writer's cp.async.wait_group is a race (old or new bytes)");
+    expect(all_right, "cp.async: after wait_group and __syncthreads, the bytes (zero past src_bytes)");
+    std::vector<uint32_t> pj(64);
+    expect_abort([&] { GC_LAUNCH(ptx_bad_kernel, 1, 32, 0, pj.data(), cin.data(), 1); },
+                 "cp.async copies it never waited for");
+    expect_abort([&] { GC_LAUNCH(ptx_bad_kernel, 1, 32, 0, pj.data(), cin.data(), 2); },
+                 "cp.async (shared destination): address");
+    expect_abort([&] { GC_LAUNCH(ptx_bad_kernel, 1, 32, 0, pj.data(), cin.data(), 3); },
+                 "ldmatrix.x4: address");
+    expect_abort([&] { GC_LAUNCH(ptx_bad_kernel, 1, 48, 0, pj.data(), cin.data(), 4); },
+                 "mma.sync.m16n8k16 from a partial warp");
+    expect_abort([&] { GC_LAUNCH(ptx_bad_kernel, 1, 48, 0, pj.data(), cin.data(), 5); },
+                 "ldmatrix.x4 from a partial warp");
+    /* dynamic shared memory above 48 KiB: only after cudaFuncSetAttribute on the kernel */
+    std::vector<int> bs(64);
+    expect_abort([&] { GC_LAUNCH(big_shared_kernel, 1, 64, 64 << 10, bs.data()); }, "above 48 KiB");
+    expect(cudaFuncSetAttribute(big_shared_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, 228 << 10) ==
+               cudaErrorInvalidValue, "cudaFuncSetAttribute: above 227 KiB refused");
+    expect(cudaFuncSetAttribute(big_shared_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, 64 << 10) ==
+               cudaSuccess, "cudaFuncSetAttribute: 64 KiB");
+    GC_LAUNCH(big_shared_kernel, 1, 64, 64 << 10, bs.data());
+    ok = true;
+    for (int t = 0; t < 64; t++)
+        ok &= bs[t] == 63 - t;
+    expect(ok, "64 KiB of dynamic shared memory after cudaFuncSetAttribute");
+    expect_abort([&] { GC_LAUNCH(big_shared_kernel, 1, 64, 65 << 10, bs.data()); }, "above 48 KiB");
 
     printf("%s: %d checks, %d failed\n", failures ? "FAIL" : "ok", checks, failures);
     return failures ? 1 : 0;

@@ -31,7 +31,7 @@
 #include "child.h"
 #include "gc_cuda.h"
 #ifdef GCEMU
-#include <mma.h>   /* the shim's gcemu_wmma_mmas */
+#include <gcemu_ptx.h>   /* the shim's gcemu_mma_syncs */
 #endif
 
 /* The CPU reference: the same signatures, other names. */
@@ -59,6 +59,8 @@ decltype(gc_adamw) cpu_adamw;
 decltype(gc_poison) cpu_poison;
 decltype(gc_attention_fwd) cpu_attention_fwd;
 decltype(gc_attention_bwd) cpu_attention_bwd;
+decltype(gc_attention_gqa_fwd) cpu_attention_gqa_fwd;
+decltype(gc_attention_gqa_bwd) cpu_attention_gqa_bwd;
 decltype(gc_classifier) cpu_classifier;
 }
 
@@ -102,6 +104,13 @@ struct Dev {
         T *p = (T *)d + pad_front;
         gc_device_upload(p, h.data(), h.size() * sizeof(T));
         return p;
+    }
+    /* n elements of device memory, not initialised (scratch a case writes before it reads) */
+    template <class T> T *raw(size_t n)
+    {
+        void *d = gc_device_alloc(n ? n * sizeof(T) : 1);
+        ptrs.push_back(d);
+        return (T *)d;
     }
     ~Dev()
     {
@@ -177,6 +186,13 @@ static Vec run_gpu(const char *what, const std::function<Vec()> &f)
     same_bits(what, f(), first);
 #endif
     return first;
+}
+
+/* once (where a case only has to equal another run bit for bit, which
+ * already ran under every schedule), or as run_gpu */
+static Vec run_once_or_gpu(bool once, const char *what, const std::function<Vec()> &f)
+{
+    return once ? f() : run_gpu(what, f);
 }
 
 /* Concatenation of several outputs, for cases with more than one. */
@@ -1348,6 +1364,90 @@ static void test_vectors()
 
 /* A bad index or target: exit 1 at the next gc_device_sync with the CPU
  * kernel's message. */
+/* ---------------------------------------------------------------- mma */
+/* The tensor-core helpers of runtime/cuda/gc_mma.h (and their emulation,
+ * tests/cuda/shim/gcemu_ptx.h) against the PTX ISA's fragment tables: one
+ * warp computes c + a b with fragments built by the tables, and again from
+ * shared memory through cp.async and ldmatrix (plain and .trans); each must
+ * equal the plain matrix product (fp32 sums of 16 exact bf16 products: within
+ * 16 fp32 roundings, 1e-5 of the scale), and each ldmatrix register must
+ * hold exactly the two bf16 the table names. A layout the emulator got wrong
+ * would fail here under the emulator; on a GPU the same test checks the
+ * tables against the hardware. */
+static uint32_t bf_bits(float x)
+{
+    gc_bf16 b = __float2bfloat16(x);
+    uint16_t u;
+    memcpy(&u, &b, 2);
+    return u;
+}
+
+static void test_mma()
+{
+    if (gc_cuda_cc_major() < 8) {
+        printf("mma: skipped (sm_%d0: no bf16 mma.sync)\n", gc_cuda_cc_major());
+        return;
+    }
+    char name[160];
+    for (int rep = 0; rep < 3; rep++) {
+        Vec a = round_bf(rand_vec(256, -2, 2)), b = round_bf(rand_vec(128, -2, 2)), c = rand_vec(128), bnk(128);
+        if (rep == 2)   /* integers: every sum exact, so the products must match bit for bit */
+            for (Vec *v : {&a, &b, &c})
+                for (float &x : *v)
+                    x = (float)(int)(x * 4);
+        for (int k = 0; k < 16; k++)
+            for (int n = 0; n < 8; n++)
+                bnk[n * 16 + k] = b[k * 8 + n];
+        Vec want(128);
+        for (int i = 0; i < 16; i++)
+            for (int n = 0; n < 8; n++) {
+                double s = c[i * 8 + n];
+                for (int k = 0; k < 16; k++)
+                    s += (double)a[i * 16 + k] * b[k * 8 + n];
+                want[i * 8 + n] = (float)s;
+            }
+        std::vector<uint32_t> raw;
+        NAME("mma m16n8k16 case %d", rep);
+        Vec got = run_gpu(name, [&] {
+            Dev d;
+            float *dd = d.up(nan_vec(384));
+            uint32_t *dr = d.up(std::vector<uint32_t>(32 * 12, 0xdeadbeefu));
+            gc_cuda_mma_selftest(dd, dr, d.up(to_bf(a)), d.up(to_bf(b)), d.up(to_bf(bnk)), d.up(c));
+            raw = down(dr, 32 * 12);
+            Vec r = down(dd, 384);
+            for (uint32_t w : raw)   /* the registers join the bits compared across runs */
+                r.push_back((float)(w & 0xffffu) + 65536.0f * (float)(w >> 16));
+            return r;
+        });
+        const char *how[3] = {"fragments by the table", "ldmatrix a, ldmatrix.trans b", "ldmatrix a, ldmatrix b^T"};
+        for (int m = 0; m < 3; m++) {
+            NAME("mma m16n8k16 case %d: %s", rep, how[m]);
+            Vec dm(got.begin() + m * 128, got.begin() + (m + 1) * 128);
+            if (rep == 2)
+                same_bits(name, dm, want);
+            else
+                close(name, dm, want, 1e-5f);
+        }
+        /* ldmatrix registers: lane L, register j holds (lo, hi) */
+        int bad = 0;
+        for (int L = 0; L < 32; L++)
+            for (int j = 0; j < 4; j++) {
+                int r0 = 8 * (j % 2), c0 = 8 * (j / 2), rl = L / 4, cl = 2 * (L % 4);
+                uint32_t plain = bf_bits(a[(r0 + rl) * 16 + c0 + cl]) | bf_bits(a[(r0 + rl) * 16 + c0 + cl + 1]) << 16;
+                uint32_t trans = bf_bits(a[(r0 + cl) * 16 + c0 + rl]) | bf_bits(a[(r0 + cl + 1) * 16 + c0 + rl]) << 16;
+                uint32_t bt = bf_bits(b[(r0 + cl) * 8 + rl]) | bf_bits(b[(r0 + cl + 1) * 8 + rl]) << 16;
+                bad += raw[L * 12 + j] != plain;
+                bad += raw[L * 12 + 4 + j] != trans;
+                bad += raw[L * 12 + 8 + j] != bt;
+            }
+        checks++;
+        if (bad) {
+            printf("FAIL mma case %d: %d ldmatrix registers differ from the PTX table\n", rep, bad);
+            failures++;
+        }
+    }
+}
+
 /* ---------------------------------------------------------------- attention */
 
 /* x as GPT-2's qkv (B, T, 3, NH, hs); y (B, T, NH, hs) or (B, NH, T, hs) */
@@ -1725,7 +1825,7 @@ static void test_add_layernorm()
 
 #ifndef GCEMU
 /* On a GPU only: bf16 attention at GPT-2 124M's shape (B=8, NH=12, T=1024,
- * hs=64), forward + backward, tensor cores (WMMA) against the SIMT path:
+ * hs=64), forward + backward, tensor cores (mma.sync) against the SIMT path:
  * ms per call (mean of 5 after a warm-up) and the largest difference of the
  * two outputs relative to the largest |y| or |dx|. Printed, not checked
  * (tests/gpu/run.sh copies the line into its summary). */
@@ -1741,8 +1841,8 @@ static void time_attention()
     float *lse = d.up(Vec(B * NH * T));
     double ms[2][2];
     Vec out[2][2];
-    for (int wmma = 0; wmma < 2; wmma++) {
-        gc_cuda_set_attention_wmma(wmma);
+    for (int tc = 0; tc < 2; tc++) {
+        gc_cuda_set_attention_wmma(tc);
         for (int bwd = 0; bwd < 2; bwd++) {
             auto call = [&] {
                 if (bwd)
@@ -1758,8 +1858,8 @@ static void time_attention()
                 call();
             gc_device_sync();
             clock_gettime(CLOCK_MONOTONIC, &t1);
-            ms[wmma][bwd] = ((t1.tv_sec - t0.tv_sec) * 1e3 + (t1.tv_nsec - t0.tv_nsec) / 1e6) / 5;
-            out[wmma][bwd] = bwd ? down_bf(dx, nx) : down_bf(y, ny);
+            ms[tc][bwd] = ((t1.tv_sec - t0.tv_sec) * 1e3 + (t1.tv_nsec - t0.tv_nsec) / 1e6) / 5;
+            out[tc][bwd] = bwd ? down_bf(dx, nx) : down_bf(y, ny);
         }
     }
     gc_cuda_set_attention_wmma(1);
@@ -1772,31 +1872,57 @@ static void time_attention()
         }
         diff[bwd] = top > 0 ? worst / top : worst;
     }
-    printf("attention bf16 B8 NH12 T1024 hs64: fwd %.3f ms wmma, %.3f ms simt (%.2fx); bwd %.3f ms wmma, %.3f ms simt "
-           "(%.2fx); max |wmma - simt| / max: fwd %.2g, bwd %.2g\n",
+    printf("attention bf16 B8 NH12 T1024 hs64: fwd %.3f ms tensor cores, %.3f ms simt (%.2fx); bwd %.3f ms tensor "
+           "cores, %.3f ms simt (%.2fx); max |tc - simt| / max: fwd %.2g, bwd %.2g\n",
            ms[1][0], ms[0][0], ms[0][0] / ms[1][0], ms[1][1], ms[0][1], ms[0][1] / ms[1][1], diff[0], diff[1]);
 }
 #endif
 
+/* Workspace variants of the tensor-core backward, which must give the same
+ * bits: the full workspace (D of every row in it, one chunk of heads), room
+ * for D of one kv head's rows with one head per launch (chunked launches),
+ * and none (each dk/dv block computes D of its tiles' rows itself). */
+static const int ATT_WS_VARIANTS = 3;
+static void att_ws_variant(int v, size_t per_head)
+{
+    gc_cuda_attention_max_heads(v == 1 ? 1 : 0);
+    if (v == 0)
+        set_ws(GC_CUDA_WORKSPACE_BYTES);
+    else
+        gc_cuda_set_workspace(v == 1 ? workspace : NULL, v == 1 ? per_head : 0);
+}
+
 /* fp32 and bf16 storage against the CPU kernels (bf16: the CPU runs on the
- * bf16-rounded inputs; tolerance of one bf16 rounding of the outputs plus
- * the rounding of intermediate y). bf16 runs twice: on tensor cores (WMMA,
- * p and ds rounded to bf16 as operands) and on the SIMT path
- * (gc_cuda_set_attention_wmma(0)). Head sizes 1, 12, 40 and 128 are padded
- * to 16-wide WMMA chunks; T = 1, 37, 70 are not multiples of any tile.
- * Under the emulator, bf16 with WMMA must run mma_syncs and the others none. */
+ * bf16-rounded inputs). Tolerance for bf16: y, lse and dx are compared
+ * within BF16_TOL = 2^-7 of the output's largest value: one rounding of the
+ * output to bf16 (2^-9 relative) plus, on tensor cores, p and ds rounded to
+ * bf16 as operands of the products (2^-9 relative each, in sums over at most
+ * T terms accumulated in fp32, so at most a few 2^-9 of the scale) and the
+ * rounded y the backward reads. bf16 runs twice: on tensor cores
+ * (mma.sync, attention_mma.cu) and on the SIMT path
+ * (gc_cuda_set_attention_wmma(0)). Head sizes 1..128 are padded to HS
+ * (tensor cores: 32, 64, 128); hs 40 and 72 load by 16-byte rows with zero
+ * columns, 12, 36, 100 element by element, as does a misaligned x (pad: one
+ * element in front); T = 1, 37, 63..67, 70, 130, 200 are not multiples of
+ * the 64-row blocks or of the key tiles. The tensor-core backward runs in
+ * each workspace variant (att_ws_variant), bit-identical (variants 1 and 2
+ * run once: variant 0 ran under every schedule). Under the emulator, bf16
+ * on tensor cores must run mma.syncs and the others none. */
 static void test_attention()
 {
-    struct { long B, NH, T, hs; int heads_out; } shapes[] = {
-        {1, 1, 1, 1, 1}, {2, 3, 37, 12, 1}, {1, 2, 70, 16, 0}, {1, 1, 33, 64, 1}, {1, 2, 45, 40, 0},
-        {1, 1, 20, 128, 1}, {1, 2, 41, 24, 1},
+    struct { long B, NH, T, hs; int heads_out, pad; } shapes[] = {
+        {1, 1, 1, 1, 1, 0}, {2, 3, 37, 12, 1, 0}, {1, 2, 70, 16, 0, 0}, {1, 1, 33, 64, 1, 0}, {1, 2, 45, 40, 0, 0},
+        {1, 1, 20, 128, 1, 0}, {1, 2, 41, 24, 1, 0},
+        {1, 1, 1, 64, 0, 0}, {1, 2, 63, 64, 1, 0}, {2, 1, 64, 64, 0, 0}, {1, 2, 65, 64, 1, 0}, {1, 1, 200, 64, 0, 0},
+        {1, 1, 65, 128, 0, 0}, {1, 1, 130, 128, 1, 0}, {1, 2, 66, 72, 1, 0}, {1, 1, 67, 36, 0, 0},
+        {1, 1, 40, 100, 1, 0}, {1, 2, 65, 64, 1, 1},
     };
     char name[160];
     for (auto s : shapes)
-        for (int path = 0; path < 3; path++) {   /* fp32, bf16 WMMA, bf16 SIMT */
-            int bf = path > 0, wmma = path == 1;
-            const char *tag = path == 0 ? "" : wmma ? "_bf16" : "_bf16 simt";
-            gc_cuda_set_attention_wmma(wmma);
+        for (int path = 0; path < 3; path++) {   /* fp32, bf16 on tensor cores, bf16 SIMT */
+            int bf = path > 0, tc = path == 1;
+            const char *tag = path == 0 ? "" : tc ? "_bf16" : "_bf16 simt";
+            gc_cuda_set_attention_wmma(tc);
             long geom[12];
             att_geom(geom, s.B, s.NH, s.T, s.hs, s.heads_out);
             long nx = s.B * s.T * 3 * s.NH * s.hs, ny = s.B * s.NH * s.T * s.hs, nl = s.B * s.NH * s.T;
@@ -1808,78 +1934,208 @@ static void test_attention()
             cpu_attention_fwd(y.data(), lse.data(), x.data(), geom, scale);
             if (bf)
                 y = round_bf(y);    /* what the backward reads */
-            long mmas = 0;   /* mma_syncs of the last run (emulator only) */
-            auto check_mmas = [&] {   /* the WMMA path ran tensor-core products, the others none */
+            long mmas = 0;   /* mma.syncs of the last run (emulator only) */
+            auto check_mmas = [&] {   /* the tensor-core path ran mma.syncs, the others none */
 #ifdef GCEMU
                 checks++;
-                if ((mmas > 0) != wmma) {
-                    printf("FAIL %s: %ld mma_syncs, want %s\n", name, mmas, wmma ? "some" : "none");
+                if ((mmas > 0) != tc) {
+                    printf("FAIL %s: %ld mma.syncs, want %s\n", name, mmas, tc ? "some" : "none");
                     failures++;
                 }
 #endif
             };
             (void)mmas;
-            NAME("attention_fwd%s B%ld NH%ld T%ld hs%ld", tag, s.B, s.NH, s.T, s.hs);
-            Vec got = run_gpu(name, [&] {
-                Dev d;
+            NAME("attention_fwd%s B%ld NH%ld T%ld hs%ld pad%d", tag, s.B, s.NH, s.T, s.hs, s.pad);
+            Vec first;
+            for (int split = 0; split < 2; split++) {   /* all heads in one launch, then one per launch */
+                gc_cuda_attention_max_heads(split);
+                Vec got = run_gpu(name, [&] {
+                    Dev d;
 #ifdef GCEMU
-                long m0 = gcemu_wmma_mmas;
+                    long m0 = gcemu_mma_syncs;
 #endif
-                float *l = d.up(nan_vec(nl));
-                Vec r;
-                if (bf) {
-                    gc_bf16 *o = d.up(to_bf(nan_vec(ny)));
-                    gc_attention_fwd_bf16(o, l, d.up(to_bf(x)), geom, scale);
-                    r = cat({down_bf(o, ny), down(l, nl)});
-                } else {
-                    float *o = d.up(nan_vec(ny));
-                    gc_attention_fwd(o, l, d.up(x), geom, scale);
-                    r = cat({down(o, ny), down(l, nl)});
-                }
+                    float *l = d.up(nan_vec(nl));
+                    Vec r;
+                    if (bf) {
+                        gc_bf16 *o = d.up(to_bf(nan_vec(ny)));
+                        gc_attention_fwd_bf16(o, l, d.up(to_bf(x), s.pad), geom, scale);
+                        r = cat({down_bf(o, ny), down(l, nl)});
+                    } else {
+                        float *o = d.up(nan_vec(ny));
+                        gc_attention_fwd(o, l, d.up(x, s.pad), geom, scale);
+                        r = cat({down(o, ny), down(l, nl)});
+                    }
 #ifdef GCEMU
-                mmas = gcemu_wmma_mmas - m0;
+                    mmas = gcemu_mma_syncs - m0;
 #endif
-                return r;
-            });
-            close(name, got, cat({y, lse}), bf ? BF16_TOL : 1e-5f);
-            check_mmas();
+                    return r;
+                });
+                if (split)
+                    same_bits(name, got, first);
+                else
+                    close(name, got, cat({y, lse}), bf ? BF16_TOL : 1e-5f);
+                first = got;
+                check_mmas();
+            }
+            gc_cuda_attention_max_heads(0);
             for (int acc = 0; acc < 2; acc++) {
                 Vec dx0 = acc ? rand_vec(nx) : nan_vec(nx);
                 if (bf && acc)
                     dx0 = round_bf(dx0);
                 Vec want = dx0;
                 cpu_attention_bwd(want.data(), dy.data(), x.data(), y.data(), lse.data(), geom, scale, acc);
-                NAME("attention_bwd%s B%ld NH%ld T%ld hs%ld acc%d", tag, s.B, s.NH, s.T, s.hs, acc);
-                Vec gotb = run_gpu(name, [&] {
-                    Dev d;
+                for (int ws = 0; ws < (tc ? ATT_WS_VARIANTS : 1); ws++) {
+                    NAME("attention_bwd%s B%ld NH%ld T%ld hs%ld acc%d pad%d ws%d", tag, s.B, s.NH, s.T, s.hs, acc,
+                         s.pad, ws);
+                    Vec gotb = run_once_or_gpu(ws > 0, name, [&] {
+                        Dev d;
+                        att_ws_variant(ws, (size_t)s.T * sizeof(float));
 #ifdef GCEMU
-                    long m0 = gcemu_wmma_mmas;
+                        long m0 = gcemu_mma_syncs;
 #endif
-                    float *l = d.up(lse);
-                    Vec r;
-                    if (bf) {
-                        gc_bf16 *dx = d.up(to_bf(dx0));
-                        gc_attention_bwd_bf16(dx, d.up(to_bf(dy)), d.up(to_bf(x)), d.up(to_bf(y)), l, geom, scale,
-                                              acc);
-                        r = down_bf(dx, nx);
-                    } else {
-                        float *dx = d.up(dx0);
-                        gc_attention_bwd(dx, d.up(dy), d.up(x), d.up(y), l, geom, scale, acc);
-                        r = down(dx, nx);
-                    }
+                        float *l = d.up(lse);
+                        Vec r;
+                        if (bf) {
+                            gc_bf16 *dx = d.up(to_bf(dx0), s.pad);
+                            gc_attention_bwd_bf16(dx, d.up(to_bf(dy)), d.up(to_bf(x), s.pad), d.up(to_bf(y)), l,
+                                                  geom, scale, acc);
+                            r = down_bf(dx, nx);
+                        } else {
+                            float *dx = d.up(dx0, s.pad);
+                            gc_attention_bwd(dx, d.up(dy), d.up(x, s.pad), d.up(y), l, geom, scale, acc);
+                            r = down(dx, nx);
+                        }
 #ifdef GCEMU
-                    mmas = gcemu_wmma_mmas - m0;
+                        mmas = gcemu_mma_syncs - m0;
 #endif
-                    return r;
-                });
-                close(name, gotb, want, bf ? BF16_TOL : 1e-5f);
-                check_mmas();
+                        att_ws_variant(0, 0);
+                        return r;
+                    });
+                    if (ws)
+                        same_bits(name, gotb, first);
+                    else
+                        close(name, gotb, want, bf ? BF16_TOL : 1e-5f);
+                    first = gotb;
+                    check_mmas();
+                }
             }
         }
     gc_cuda_set_attention_wmma(1);
 #ifndef GCEMU
     time_attention();
 #endif
+}
+
+/* ---------------------------------------------------------------- grouped-query attention */
+/* gc_attention_gqa_* (separate q, k, v; NKV kv heads, each shared by NH/NKV
+ * query heads) against attention_gqa_cpu.c, fp32 and bf16 (tensor cores and
+ * SIMT), the same tolerances as test_attention: groups of 1, 2, 3 and 4
+ * query heads, y in (B, T, NH, hs) (heads_out) or (B, NH, T, hs), acc
+ * 0, 7 and mixed (dq and dv accumulated, dk overwritten: 5), T and hs as
+ * there; the tensor-core backward in each workspace variant, bit-identical
+ * (a chunk is whole kv heads with their query heads). */
+static void test_attention_gqa()
+{
+    struct { long B, NH, NKV, T, hs; int heads_out; } shapes[] = {
+        {1, 2, 2, 37, 16, 1}, {2, 4, 2, 65, 64, 0}, {1, 4, 1, 63, 64, 1}, {1, 4, 2, 64, 128, 0},
+        {1, 4, 1, 130, 64, 1}, {2, 6, 2, 13, 10, 1}, {1, 2, 1, 1, 64, 0}, {1, 8, 2, 67, 72, 1},
+    };
+    char name[160];
+    for (auto s : shapes)
+        for (int path = 0; path < 3; path++) {
+            int bf = path > 0, tc = path == 1;
+            const char *tag = path == 0 ? "" : tc ? "_bf16" : "_bf16 simt";
+            gc_cuda_set_attention_wmma(tc);
+            long nq = s.B * s.NH * s.T * s.hs, nk = s.B * s.NKV * s.T * s.hs, nl = s.B * s.NH * s.T;
+            float scale = 1.0f / sqrtf((float)s.hs);
+            Vec q = rand_vec(nq, -2, 2), k = rand_vec(nk, -2, 2), v = rand_vec(nk, -2, 2), dy = rand_vec(nq);
+            if (bf)
+                q = round_bf(q), k = round_bf(k), v = round_bf(v), dy = round_bf(dy);
+            Vec y(nq), lse(nl);
+            cpu_attention_gqa_fwd(y.data(), lse.data(), q.data(), k.data(), v.data(), s.B, s.NH, s.NKV, s.T, s.hs,
+                                  s.heads_out, scale);
+            if (bf)
+                y = round_bf(y);
+            NAME("attention_gqa_fwd%s B%ld NH%ld NKV%ld T%ld hs%ld out%d", tag, s.B, s.NH, s.NKV, s.T, s.hs,
+                 s.heads_out);
+            long mmas = 0;
+            Vec got = run_gpu(name, [&] {
+                Dev d;
+#ifdef GCEMU
+                long m0 = gcemu_mma_syncs;
+#endif
+                float *l = d.up(nan_vec(nl));
+                Vec r;
+                if (bf) {
+                    gc_bf16 *o = d.up(to_bf(nan_vec(nq)));
+                    gc_attention_gqa_fwd_bf16(o, l, d.up(to_bf(q)), d.up(to_bf(k)), d.up(to_bf(v)), s.B, s.NH, s.NKV,
+                                              s.T, s.hs, s.heads_out, scale);
+                    r = cat({down_bf(o, nq), down(l, nl)});
+                } else {
+                    float *o = d.up(nan_vec(nq));
+                    gc_attention_gqa_fwd(o, l, d.up(q), d.up(k), d.up(v), s.B, s.NH, s.NKV, s.T, s.hs, s.heads_out,
+                                         scale);
+                    r = cat({down(o, nq), down(l, nl)});
+                }
+#ifdef GCEMU
+                mmas = gcemu_mma_syncs - m0;
+#endif
+                return r;
+            });
+            close(name, got, cat({y, lse}), bf ? BF16_TOL : 1e-5f);
+#ifdef GCEMU
+            checks++;
+            if ((mmas > 0) != tc) {
+                printf("FAIL %s: %ld mma.syncs, want %s\n", name, mmas, tc ? "some" : "none");
+                failures++;
+            }
+#endif
+            for (int acc : {0, 7, 5}) {
+                Vec g0[3] = {acc & 1 ? rand_vec(nq) : nan_vec(nq), acc & 2 ? rand_vec(nk) : nan_vec(nk),
+                             acc & 4 ? rand_vec(nk) : nan_vec(nk)};
+                if (bf)
+                    for (Vec &g : g0)
+                        g = round_bf(g);
+                Vec w[3] = {g0[0], g0[1], g0[2]};
+                cpu_attention_gqa_bwd(w[0].data(), w[1].data(), w[2].data(), dy.data(), q.data(), k.data(), v.data(),
+                                      y.data(), lse.data(), s.B, s.NH, s.NKV, s.T, s.hs, s.heads_out, scale, acc);
+                Vec first;
+                for (int ws = 0; ws < (tc ? ATT_WS_VARIANTS : 1); ws++) {
+                    NAME("attention_gqa_bwd%s B%ld NH%ld NKV%ld T%ld hs%ld out%d acc%d ws%d", tag, s.B, s.NH, s.NKV,
+                         s.T, s.hs, s.heads_out, acc, ws);
+                    Vec gotb = run_once_or_gpu(ws > 0, name, [&] {
+                        Dev d;
+                        att_ws_variant(ws, (size_t)(s.NH / s.NKV) * s.T * sizeof(float));
+                        float *l = d.up(lse);
+                        Vec r;
+                        if (bf) {
+                            gc_bf16 *dq = d.up(to_bf(g0[0])), *dk = d.up(to_bf(g0[1])), *dv = d.up(to_bf(g0[2]));
+                            gc_attention_gqa_bwd_bf16(dq, dk, dv, d.up(to_bf(dy)), d.up(to_bf(q)), d.up(to_bf(k)),
+                                                      d.up(to_bf(v)), d.up(to_bf(y)), l, s.B, s.NH, s.NKV, s.T, s.hs,
+                                                      s.heads_out, scale, acc);
+                            r = cat({down_bf(dq, nq), down_bf(dk, nk), down_bf(dv, nk)});
+                        } else {
+                            float *dq = d.up(g0[0]), *dk = d.up(g0[1]), *dv = d.up(g0[2]);
+                            gc_attention_gqa_bwd(dq, dk, dv, d.up(dy), d.up(q), d.up(k), d.up(v), d.up(y), l, s.B,
+                                                 s.NH, s.NKV, s.T, s.hs, s.heads_out, scale, acc);
+                            r = cat({down(dq, nq), down(dk, nk), down(dv, nk)});
+                        }
+                        att_ws_variant(0, 0);
+                        return r;
+                    });
+                    if (ws) {
+                        same_bits(name, gotb, first);
+                    } else {   /* each gradient against its own scale */
+                        long off[4] = {0, nq, nq + nk, nq + 2 * nk};
+                        for (int e = 0; e < 3; e++)
+                            close(name, Vec(gotb.begin() + off[e], gotb.begin() + off[e + 1]), w[e],
+                                  bf ? BF16_TOL : 1e-5f);
+                    }
+                    first = gotb;
+                }
+            }
+        }
+    gc_cuda_set_attention_wmma(1);
 }
 
 /* ---------------------------------------------------------------- classifier */
@@ -2032,8 +2288,7 @@ static void bench_attention()
     gc_bf16 *dx_in = d.up(to_bf(x)), *dxs = d.up(to_bf(xs)), *dy = d.up(to_bf(dyh));
     gc_bf16 *y = d.up(to_bf(Vec(n1))), *dxo = d.up(to_bf(Vec(3 * n1)));
     gc_bf16 *yu = d.up(to_bf(Vec(n1))), *dxu = d.up(to_bf(Vec(3 * n1)));
-    gc_bf16 *s = d.up(to_bf(Vec(BH * T * T))), *p = d.up(to_bf(Vec(BH * T * T)));
-    gc_bf16 *dp = d.up(to_bf(Vec(BH * T * T)));
+    gc_bf16 *s = d.raw<gc_bf16>(BH * T * T), *p = d.raw<gc_bf16>(BH * T * T), *dp = d.raw<gc_bf16>(BH * T * T);
     float *lse = d.up(Vec(BH * T));
     const gc_bf16 *q = dxs, *k = dxs + n1, *v = dxs + 2 * n1;
     auto unfused_fwd = [&] {
@@ -2057,12 +2312,82 @@ static void bench_attention()
     for (long i = 0; i < n1; i++)
         dxv[i] *= scale;   /* the unfused dq was taken against q/8 */
     double dfwd = rel_diff(down_bf(y, n1), down_bf(yu, n1)), dbwd = rel_diff(dxf, dxv);
-    printf("bench attention bf16 B%ld NH%ld T%ld hs%ld (%s): fwd %.3f ms fused, %.3f ms unfused cuBLAS (%.2fx); "
-           "bwd %.3f ms fused, %.3f ms unfused (%.2fx); max |fused - unfused| / max: fwd %.2g, bwd %.2g\n",
-           B, NH, T, hs, gc_cuda_attention_wmma() ? "wmma" : "simt", fwd, ufwd, ufwd / fwd, bwd, ubwd, ubwd / bwd,
-           dfwd, dbwd);
+    double flop = 4.0 * B * NH * T * T * hs / 2;   /* causal: half of q k^T and p v; the backward 2.5x */
+    printf("bench attention bf16 B%ld NH%ld T%ld hs%ld (%s): fwd %.3f ms fused (%.0f TFLOP/s), %.3f ms unfused "
+           "cuBLAS (%.2fx); bwd %.3f ms fused (%.0f TFLOP/s), %.3f ms unfused (%.2fx); max |fused - unfused| / max: "
+           "fwd %.2g, bwd %.2g\n",
+           B, NH, T, hs, gc_cuda_attention_wmma() ? "tensor cores" : "simt", fwd, flop / fwd / 1e9, ufwd, ufwd / fwd,
+           bwd, 2.5 * flop / bwd / 1e9, ubwd, ubwd / bwd, dfwd, dbwd);
     bench_check("attention fwd", dfwd);
     bench_check("attention bwd", dbwd);
+}
+
+/* Grouped-query attention at Llama 3.2 1B's shape (B=2, NH=32, NKV=8,
+ * T=2048, hs=64; under the emulator a small one), fused against what the
+ * unfused program runs: k and v repeated to NH heads (gc_repeat), the
+ * cuBLASLt matmuls, mask and softmax kernels as bench_attention, and the
+ * repeated heads' dk, dv summed back (gc_repeat_bwd). Same tolerance and
+ * pre-scaled q. */
+static void bench_attention_gqa()
+{
+#ifdef GCEMU
+    const long B = 1, NH = 4, NKV = 2, T = 40, hs = 64;
+#else
+    const long B = 2, NH = 32, NKV = 8, T = 2048, hs = 64;
+#endif
+    const long G = NH / NKV, BH = B * NH, nq = BH * T * hs, nk = B * NKV * T * hs;
+    const float scale = 0.125f;   /* 1/sqrt(64) */
+    Vec qh = round_bf(rand_vec(nq, -2.0f, 2.0f)), kh = round_bf(rand_vec(nk, -2.0f, 2.0f));
+    Vec vh = round_bf(rand_vec(nk, -2.0f, 2.0f)), dyh = round_bf(rand_vec(nq)), qs = qh;
+    for (float &x : qs)
+        x *= scale;   /* exact: a power of two */
+    Dev d;
+    gc_bf16 *q = d.up(to_bf(qh)), *k = d.up(to_bf(kh)), *v = d.up(to_bf(vh)), *dy = d.up(to_bf(dyh));
+    gc_bf16 *q8 = d.up(to_bf(qs)), *y = d.up(to_bf(Vec(nq))), *yu = d.up(to_bf(Vec(nq)));
+    gc_bf16 *dq = d.up(to_bf(Vec(nq))), *dk = d.up(to_bf(Vec(nk))), *dv = d.up(to_bf(Vec(nk)));
+    gc_bf16 *dqu = d.up(to_bf(Vec(nq))), *dku = d.up(to_bf(Vec(nk))), *dvu = d.up(to_bf(Vec(nk)));
+    gc_bf16 *kr = d.up(to_bf(Vec(nq))), *vr = d.up(to_bf(Vec(nq))), *dkr = d.up(to_bf(Vec(nq)));
+    gc_bf16 *dvr = d.up(to_bf(Vec(nq)));
+    gc_bf16 *sc = d.raw<gc_bf16>(BH * T * T), *p = d.raw<gc_bf16>(BH * T * T), *dp = d.raw<gc_bf16>(BH * T * T);
+    float *lse = d.up(Vec(BH * T));
+    auto unfused_fwd = [&] {
+        gc_repeat_bf16(kr, k, B, NKV, G, T * hs, 0);
+        gc_repeat_bf16(vr, v, B, NKV, G, T * hs, 0);
+        gc_matmul_bf16(sc, q8, kr, BH, T, T, hs, 0, 1, 0);   /* s = (q/8) k^T */
+        gc_causal_mask_fwd_bf16(sc, sc, BH, T);
+        gc_softmax_fwd_bf16(p, sc, BH * T, T);
+        gc_matmul_bf16(yu, p, vr, BH, T, hs, T, 0, 0, 0);
+    };
+    auto unfused_bwd = [&] {
+        gc_matmul_bf16(dp, dy, vr, BH, T, T, hs, 0, 1, 0);    /* dp = dy v^T */
+        gc_matmul_bf16(dvr, p, dy, BH, T, hs, T, 1, 0, 0);    /* dv of the repeated heads = p^T dy */
+        gc_softmax_bwd_bf16(sc, dp, p, BH * T, T, 0);         /* ds (in s) */
+        gc_causal_mask_bwd_bf16(sc, sc, BH, T, 0);
+        gc_matmul_bf16(dqu, sc, kr, BH, T, hs, T, 0, 0, 0);   /* dq / scale */
+        gc_matmul_bf16(dkr, sc, q8, BH, T, hs, T, 1, 0, 0);   /* dk of the repeated heads = ds^T (q/8) */
+        gc_repeat_bwd_bf16(dku, dkr, B, NKV, G, T * hs, 0);
+        gc_repeat_bwd_bf16(dvu, dvr, B, NKV, G, T * hs, 0);
+    };
+    double fwd = bench_ms([&] { gc_attention_gqa_fwd_bf16(y, lse, q, k, v, B, NH, NKV, T, hs, 0, scale); });
+    double bwd = bench_ms([&] {
+        gc_attention_gqa_bwd_bf16(dq, dk, dv, dy, q, k, v, y, lse, B, NH, NKV, T, hs, 0, scale, 0);
+    });
+    double ufwd = bench_ms(unfused_fwd), ubwd = bench_ms(unfused_bwd);
+    Vec dqv = down_bf(dqu, nq);
+    for (float &x : dqv)
+        x *= scale;   /* the unfused dq was taken against q/8 */
+    Vec gf = cat({down_bf(dq, nq), down_bf(dk, nk), down_bf(dv, nk)});
+    Vec gu = cat({dqv, down_bf(dku, nk), down_bf(dvu, nk)});
+    double dfwd = rel_diff(down_bf(y, nq), down_bf(yu, nq)), dbwd = rel_diff(gf, gu);
+    /* causal attention's FLOPs: 4 B NH T^2 hs forward (two products over half the scores), 2.5x that backward */
+    double flop = 4.0 * B * NH * T * T * hs / 2;
+    printf("bench attention_gqa bf16 B%ld NH%ld NKV%ld T%ld hs%ld (%s): fwd %.3f ms fused (%.0f TFLOP/s), %.3f ms "
+           "unfused cuBLAS (%.2fx); bwd %.3f ms fused (%.0f TFLOP/s), %.3f ms unfused (%.2fx); "
+           "max |fused - unfused| / max: fwd %.2g, bwd %.2g\n",
+           B, NH, NKV, T, hs, gc_cuda_attention_wmma() ? "tensor cores" : "simt", fwd, flop / fwd / 1e9, ufwd,
+           ufwd / fwd, bwd, 2.5 * flop / bwd / 1e9, ubwd, ubwd / bwd, dfwd, dbwd);
+    bench_check("attention_gqa fwd", dfwd);
+    bench_check("attention_gqa bwd", dbwd);
 }
 
 static void bench_classifier()
@@ -2105,6 +2430,7 @@ static void bench_classifier()
 static void test_bench()
 {
     bench_attention();
+    bench_attention_gqa();
     bench_classifier();
 }
 
@@ -2203,7 +2529,8 @@ int main(int argc, char **argv)
         {"permute", test_permute},       {"softmax", test_softmax},
         {"causal_mask", test_causal_mask}, {"crossentropy", test_crossentropy},
         {"misc", test_misc},             {"bf16", test_bf16},
-        {"errors", test_errors},         {"attention", test_attention},
+        {"errors", test_errors},         {"mma", test_mma},
+        {"attention", test_attention},   {"attention_gqa", test_attention_gqa},
         {"vectors", test_vectors},
         {"gelu", test_gelu},             {"gelu_bgrad", test_gelu_bgrad},
         {"add_layernorm", test_add_layernorm},

@@ -6,7 +6,7 @@
 #   (a) build (link the sm_90 objects of prepare.sh; compile first on another
 #       architecture), then compute-sanitizer on tiny: memcheck (2 steps,
 #       fp32 and bf16), racecheck on the attention kernels (1 step, SIMT fp32
-#       and WMMA bf16);
+#       and tensor-core bf16);
 #   (b) tiny, 10 steps, against the CPU target's losses: fp32 without TF32
 #       (1e-4), fp32 with TF32 (2.5e-3) and bf16 (2e-2); tiny Llama (RMSNorm,
 #       RoPE, SwiGLU, GQA attention) fp32 without TF32 and bf16 likewise;

@@ -200,6 +200,22 @@ inline cudaError_t cudaStreamCreateWithFlags(cudaStream_t *s, unsigned) { return
 inline cudaError_t cudaStreamDestroy(cudaStream_t s) { delete s; return cudaSuccess; }
 inline cudaError_t cudaStreamSynchronize(cudaStream_t) { gcemu_syncs++; return cudaSuccess; }
 inline cudaError_t cudaDeviceSynchronize() { gcemu_syncs++; return cudaSuccess; }
-template <class F> cudaError_t cudaFuncSetAttribute(F, cudaFuncAttribute, int) { return cudaSuccess; }
+/* kept per kernel: a launch above 48 KiB of dynamic shared memory needs it
+ * (gcemu_launch); sm_90's limit is 227 KiB per block */
+template <class F> cudaError_t cudaFuncSetAttribute(F f, cudaFuncAttribute attr, int value)
+{
+    if (attr != cudaFuncAttributeMaxDynamicSharedMemorySize)
+        return cudaSuccess;
+    if (value < 0 || value > 227 * 1024)
+        return cudaErrorInvalidValue;
+    const void *key = reinterpret_cast<const void *>(f);
+    for (auto &e : gcemu::st.dyn_limits)
+        if (e.first == key) {
+            e.second = value;
+            return cudaSuccess;
+        }
+    gcemu::st.dyn_limits.push_back({key, value});
+    return cudaSuccess;
+}
 
 #endif

@@ -1,7 +1,8 @@
 /* gcemu.h — a small SIMT emulator: runs CUDA kernels on the CPU, for tests.
  *
  * The shim headers beside this one (cuda_runtime.h, cublasLt.h, cuda_bf16.h,
- * mma.h for nvcuda::wmma) stand in for the CUDA toolkit's, so runtime/cuda/kernels_cuda.cu compiles
+ * mma.h for nvcuda::wmma, gcemu_ptx.h for the PTX of runtime/cuda/gc_mma.h:
+ * mma.sync, ldmatrix, cp.async) stand in for the CUDA toolkit's, so runtime/cuda/kernels_cuda.cu compiles
  * unchanged as C++ (g++ -x c++ -DGCEMU is implied by including them).
  *
  * Execution model
@@ -27,7 +28,12 @@
  *     shared by the block's fibers. Since blocks run one after another, this
  *     is exactly per-block shared memory. Dynamic shared memory
  *     (GC_DYN_SHARED) is an arena filled with NaN bytes (0xff) at each block
- *     start, so a read before a write is visible.
+ *     start, so a read before a write is visible; above 48 KiB a launch
+ *     needs cudaFuncSetAttribute(kernel, MaxDynamicSharedMemorySize) first,
+ *     as on the GPU (GC_LAUNCH passes the kernel's address).
+ *   - Warp-collective PTX (gcemu_ptx.h) exchanges whole register fragments
+ *     through warp_gather (one warp barrier); cp.async copies are queued per
+ *     thread and land only at that thread's cp.async.wait_group.
  *   - threadIdx/blockIdx/blockDim/gridDim are plain globals that the
  *     scheduler sets before switching to a fiber.
  *   - Atomics are plain read-modify-writes (fibers never switch inside one).
@@ -140,6 +146,21 @@ struct State {
     std::vector<unsigned> xphase;
     unsigned char bxchg[2][1024];   /* the same for __syncthreads_count */
     std::vector<unsigned> bphase;
+    /* warp_gather's slots: GATHER_BYTES per lane, double-buffered like xchg
+     * (the same phase counter, so they interleave with shuffles) */
+    unsigned char gather[2][1024][64];
+    /* cp.async (gcemu_cp_async): each thread's copies not yet completed, with
+     * the group each belongs to; committed / completed group counts */
+    struct CpAsync {
+        void *dst;
+        const void *src;
+        int src_bytes, group;
+    };
+    std::vector<std::vector<CpAsync>> cp_pending;
+    std::vector<int> cp_committed, cp_completed;
+    /* cudaFuncSetAttribute(f, cudaFuncAttributeMaxDynamicSharedMemorySize, n) */
+    std::vector<std::pair<const void *, int>> dyn_limits;
+    const void *fn = nullptr;   /* the running kernel's function (GC_LAUNCH passes it) */
     const void *sched_stack_bottom = nullptr;
     size_t sched_stack_size = 0;
     long launches = 0;
@@ -301,6 +322,8 @@ __attribute__((noinline)) inline void init_fiber(int i)
     f.asan_fake = nullptr;
     st.xphase[i] = 0;
     st.bphase[i] = 0;
+    st.cp_pending[i].clear();
+    st.cp_committed[i] = st.cp_completed[i] = 0;
 #ifdef GCEMU_FAST_SWITCH
     /* what gcemu_switch pops: fp control, r15..rbp, then the return address
      * gcemu_fiber_start, entered with rsp = 0 mod 16 so that its call
@@ -367,6 +390,8 @@ extern "C" __attribute__((weak, used)) void gcemu_fiber_main()
     using namespace gcemu;
     asan_finish(nullptr, &st.sched_stack_bottom, &st.sched_stack_size);
     st.body(st.body_arg);
+    if (!st.cp_pending[st.cur].empty())
+        fail("a thread returned with cp.async copies it never waited for (cp.async.wait_group)");
     Fiber &f = st.fibers[st.cur];
     f.state = DONE;
     asan_start(nullptr, st.sched_stack_bottom, st.sched_stack_size);
@@ -394,12 +419,25 @@ template <class... P> struct gcemu_params<void (*)(P...)> {
 };
 
 /* The launch: every block of `grid`, each as `block` fibers running body(). */
+namespace gcemu {
+/* the largest dynamic shared memory a launch of fn may ask for: 48 KiB, or
+ * what cudaFuncSetAttribute set (sm_90's limit is 227 KiB, checked there) */
+inline size_t dyn_limit(const void *fn)
+{
+    for (auto &e : st.dyn_limits)
+        if (e.first == fn)
+            return (size_t)e.second;
+    return 48 * 1024;
+}
+} // namespace gcemu
+
 template <class F>
 void gcemu_launch(const char *kernel, dim3 grid, dim3 block, size_t shmem, F body,
-                  const char *file, int line)
+                  const char *file, int line, const void *fn = nullptr)
 {
     using namespace gcemu;
     st.kernel = kernel;
+    st.fn = fn;
     st.file = file;
     st.line = line;
     st.cur = -1;
@@ -409,13 +447,17 @@ void gcemu_launch(const char *kernel, dim3 grid, dim3 block, size_t shmem, F bod
     if (grid.x == 0 || grid.y == 0 || grid.z == 0 || grid.x > 2147483647u || grid.y > 65535 ||
         grid.z > 65535)
         fail("invalid configuration argument (grid size)");
-    if (shmem > 48 * 1024)
-        fail("dynamic shared memory above 48 KiB needs cudaFuncSetAttribute");
+    if (shmem > 48 * 1024 && shmem > dyn_limit(fn))
+        fail("dynamic shared memory above 48 KiB needs cudaFuncSetAttribute "
+             "(cudaFuncAttributeMaxDynamicSharedMemorySize) on the kernel");
     st.launches++;
     st.nthreads = (int)nt;
     st.fibers.assign(nt, Fiber());
     st.xphase.assign(nt, 0);
     st.bphase.assign(nt, 0);
+    st.cp_pending.resize(nt);
+    st.cp_committed.assign(nt, 0);
+    st.cp_completed.assign(nt, 0);
     for (unsigned long i = 0; i < nt; i++)
         st.fibers[i].tid = uint3{(unsigned)(i % block.x), (unsigned)(i / block.x % block.y),
                                  (unsigned)(i / block.x / block.y)};
@@ -471,6 +513,56 @@ template <class T> T shfl_from(T v, unsigned mask, int src_lane)
     return r;
 }
 inline int lane() { return st.cur % 32; }
+
+/* A warp-collective exchange for the emulated PTX (gcemu_ptx.h): every lane
+ * of a full warp deposits n <= 64 bytes, one warp barrier, then each gets
+ * all 32 deposits, lane i's at all + i*n. `what` names the instruction in
+ * the message when the warp is partial (undefined on the GPU: .aligned
+ * instructions need every lane). */
+inline void warp_gather(const char *what, const void *mine, size_t n, void *all)
+{
+    if (warp_lanes() != 0xffffffffu || n > sizeof st.gather[0][0]) {
+        char msg[160];
+        snprintf(msg, sizeof msg, "%s from a partial warp (every lane of the warp must execute it)", what);
+        fail(msg);
+    }
+    int me = st.cur, lo = me / 32 * 32, b = st.xphase[me]++ & 1;
+    memcpy(st.gather[b][me], mine, n);
+    warp_sync(0xffffffffu);
+    for (int i = 0; i < 32; i++)
+        memcpy((unsigned char *)all + i * n, st.gather[b][lo + i], n);
+}
+
+/* cp.async for the calling thread: queued, completed (copied, the rest of
+ * the 16 bytes zero) only when the thread waits for its group, so a read of
+ * the destination before cp.async.wait_group and __syncthreads sees the old
+ * bytes under some fiber order, as a race would on the GPU. */
+inline void cp_async(void *dst, const void *src, int src_bytes)
+{
+    State::CpAsync c = {dst, src, src_bytes, st.cp_committed[st.cur]};
+    st.cp_pending[st.cur].push_back(c);
+}
+inline void cp_async_commit() { st.cp_committed[st.cur]++; }
+/* cp.async.wait_group n: the thread's committed groups complete until at most n are pending */
+inline void cp_async_wait(int n)
+{
+    int me = st.cur;
+    auto &q = st.cp_pending[me];
+    while (st.cp_committed[me] - st.cp_completed[me] > n) {
+        int g = st.cp_completed[me]++;
+        size_t k = 0;
+        for (size_t i = 0; i < q.size(); i++) {
+            if (q[i].group == g) {
+                memset(q[i].dst, 0, 16);
+                if (q[i].src_bytes > 0)
+                    memcpy(q[i].dst, q[i].src, (size_t)q[i].src_bytes);
+            } else {
+                q[k++] = q[i];
+            }
+        }
+        q.resize(k);
+    }
+}
 } // namespace gcemu
 
 inline void __syncwarp(unsigned mask = 0xffffffffu) { gcemu::warp_sync(mask); }
