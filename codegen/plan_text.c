@@ -67,13 +67,17 @@ static int by_bytes_desc(const void *a, const void *b)
     return (x->id > y->id) - (x->id < y->id);
 }
 
+/* The device regions and their total (what --mem is compared with, the
+ * CUDA reserve aside), then the host region when the plan has one: not
+ * device memory, so not in the total. */
 static void regions(FILE *f, const Graph *g, const EmitOptions *opt)
 {
     char h[32];
-    size_t total = 0;
+    size_t total = graph_device_bytes(g);
     fprintf(f, "regions:\n");
     for (int r = 0; r < RG_COUNT; r++) {
-        total += g->region_bytes[r];
+        if (!region_on_device((Region)r))
+            continue;
         fprintf(f, "  %-9s %12s  %15zu bytes", region_name((Region)r),
                 human(g->region_bytes[r], h, sizeof h), g->region_bytes[r]);
         if (r == RG_ARENA && g->region_lower_bound[r])
@@ -88,6 +92,11 @@ static void regions(FILE *f, const Graph *g, const EmitOptions *opt)
                 total <= opt->budget_bytes ? "fits" : "DOES NOT FIT");
     }
     fputc('\n', f);
+    if (!g->region_bytes[RG_HOST])
+        return;
+    fprintf(f, "  %-9s %12s  %15zu bytes   lower bound %zu; host memory (%s), not in the device total\n", "host",
+            human(g->region_bytes[RG_HOST], h, sizeof h), g->region_bytes[RG_HOST], g->region_lower_bound[RG_HOST],
+            opt && opt->target && !strcmp(opt->target, "cuda") ? "pinned, cudaHostAlloc" : "a separate allocation");
 }
 
 static void reuse(FILE *f, const Graph *g)
@@ -196,10 +205,8 @@ static void levers(FILE *f, const Graph *g, const EmitOptions *opt)
             base += fl;
         }
     }
-    size_t total = 0;
+    size_t total = graph_device_bytes(g);
     char b1[32], b2[32];
-    for (int r = 0; r < RG_COUNT; r++)
-        total += g->region_bytes[r];
     fprintf(f, "strategy: ");
     if (opt && opt->budget_bytes)
         fprintf(f, "budget %s, ", human(opt->budget_bytes, b1, sizeof b1));

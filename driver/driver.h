@@ -26,6 +26,7 @@ typedef struct DriverOptions {
     int recompute;           /* --recompute: RC_NONE, RC_SELECTIVE, RC_FULL, or -1 (auto) */
     const char *rc_layers;   /* --recompute LIST: a letter per layer (n, s, f), or NULL */
     int search_exhaustive;   /* --search exhaustive */
+    int offload;             /* --offload: OFFLOAD_* bits (passes/offload.c), -1: auto (chosen under --mem) */
     char *search_layers;     /* the budget search's per-layer choice (owned), or NULL */
     int bound_only;          /* lower_back stops at the arena's lower bound (no offsets, no check) */
     const char *device;      /* --device PROFILE (passes/costs.c), NULL: by target */

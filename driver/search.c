@@ -41,10 +41,7 @@ void driver_predict(const Graph *g, DriverOptions *o)
  * regions, plus the stated CUDA reserve on the CUDA target. */
 static size_t plan_total(const Graph *g, const DriverOptions *o)
 {
-    size_t total = strcmp(o->emit.target, "cuda") ? 0 : GC_CUDA_RESERVE_BYTES;
-    for (int r = 0; r < RG_COUNT; r++)
-        total += g->region_bytes[r];
-    return total;
+    return graph_device_bytes(g) + (strcmp(o->emit.target, "cuda") ? 0 : GC_CUDA_RESERVE_BYTES);
 }
 
 /* A candidate: K micro-batches, one mode letter per layer. */
@@ -526,7 +523,7 @@ Graph *driver_search(Ast *ast, DriverOptions *o)
         const Graph *sm = p.graph;
         int big = 0;
         for (int r = 1; r < RG_COUNT; r++)
-            if (sm->region_bytes[r] > sm->region_bytes[big])
+            if (region_on_device((Region)r) && sm->region_bytes[r] > sm->region_bytes[big])
                 big = r;
         char a[32], b[32], e[32];
         fprintf(stderr, "gcompile: error: nothing fits --mem %s: the smallest plan found needs %s (--micro-batches "

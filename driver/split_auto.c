@@ -95,10 +95,7 @@ static double comm_seconds(const Graph *g, double bw, double lat, int *ncoll)
 /* the plan's regions, plus the CUDA target's reserve (as driver_check_budget) */
 static size_t plan_bytes(const Graph *g, const DriverOptions *o)
 {
-    size_t b = strcmp(o->emit.target, "cuda") ? 0 : GC_CUDA_RESERVE_BYTES;
-    for (int r = 0; r < RG_COUNT; r++)
-        b += g->region_bytes[r];
-    return b;
+    return graph_device_bytes(g) + (strcmp(o->emit.target, "cuda") ? 0 : GC_CUDA_RESERVE_BYTES);
 }
 
 /* "zero2", "tp=8" */

@@ -8,7 +8,7 @@ static const char *const dtype_names[] = {"f32", "bf16", "i32"};
 static const size_t dtype_sizes[] = {4, 2, 4};
 static const char *const kind_names[] = {"param", "grad", "optstate", "activation",
                                          "actgrad", "input", "workspace", "comm"};
-static const char *const region_names[] = {"params", "grads", "optstate", "arena"};
+static const char *const region_names[] = {"params", "grads", "optstate", "arena", "host"};
 static const char *const phase_names[] = {"fwd", "bwd", "opt", "recompute", "comm"};
 
 const char *dtype_name(DType d) { return dtype_names[d]; }
@@ -16,6 +16,23 @@ size_t dtype_size(DType d) { return dtype_sizes[d]; }
 const char *tensor_kind_name(TensorKind k) { return kind_names[k]; }
 const char *region_name(Region r) { return region_names[r]; }
 const char *phase_name(Phase p) { return phase_names[p]; }
+int region_on_device(Region r) { return r != RG_HOST; }
+
+int tensor_persistent(const Tensor *t)
+{
+    if (t->region == RG_HOST)
+        return t->kind == TK_PARAM || t->kind == TK_GRAD || t->kind == TK_OPTSTATE;
+    return t->region != RG_ARENA;
+}
+
+size_t graph_device_bytes(const Graph *g)
+{
+    size_t n = 0;
+    for (int r = 0; r < RG_COUNT; r++)
+        if (region_on_device((Region)r))
+            n += g->region_bytes[r];
+    return n;
+}
 
 Graph *graph_new(const char *file)
 {

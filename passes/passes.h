@@ -212,6 +212,19 @@ typedef enum ScheduleKind {
 /* Fills g->sched / g->nsched and every op's step. */
 void pass_schedule(Graph *g, ScheduleKind kind);
 
+/* ---------------------------------------------------------------- offload.c */
+/* What moves to the host region (--offload): the optimizer's masters,
+ * moments and gradient copies, with the update run on the host (opt);
+ * chosen activations between their forward and backward uses (act). */
+enum { OFFLOAD_NONE = 0, OFFLOAD_OPT = 1, OFFLOAD_ACT = 2 };
+/* "none", "opt", "act", "opt+act" */
+const char *offload_name(int what);
+/* Moves what `what` names to the host region and adds the copies (offload,
+ * prefetch) and their waits (copy_wait) to the schedule; sets g->offload
+ * and g->copy_slots. Run after pass_schedule and pass_workspace, before
+ * fill_liveness. */
+void pass_offload(Graph *g, int what);
+
 /* ---------------------------------------------------------------- liveness.c */
 /* Fills first/last (inclusive schedule steps) of every tensor. Inputs are
  * live from step 0; the loss until the last step; persistent regions

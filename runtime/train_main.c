@@ -177,8 +177,9 @@ static void alloc_regions(gcrt_run *st)
 {
     const gc_program *p = st->prog;
     size_t before = gc_device_free_bytes();
-    for (int r = 0; r < GC_NREGIONS; r++)
-        st->ctx.region[r] = p->region_bytes[r] ? gc_device_alloc(p->region_bytes[r]) : NULL;
+    for (int r = 0; r < GC_NREGIONS; r++)   /* the host region in host memory (pinned on CUDA) */
+        st->ctx.region[r] = !p->region_bytes[r] ? NULL
+                          : r == GC_REGION_HOST ? gc_host_alloc(p->region_bytes[r]) : gc_device_alloc(p->region_bytes[r]);
     size_t after = gc_device_free_bytes();
     if (before > 0)     /* a device that reports free memory: planned vs measured */
         printf("device memory: planned %zu bytes, measured %zu bytes (free memory before - after allocating)\n",
@@ -187,9 +188,12 @@ static void alloc_regions(gcrt_run *st)
         gcrt_upload_shards(st);
     else if (p->nparam_elems)
         gc_device_upload(st->ctx.region[GC_REGION_PARAMS], st->params, (size_t)p->nparam_elems * 4);
-    p->run(&st->ctx, GC_PHASE_PARAMS);   /* the bf16 weight copies, if any */
-    if (st->resume_optstate && p->region_bytes[GC_REGION_OPTSTATE])
-        gc_device_upload(st->ctx.region[GC_REGION_OPTSTATE], st->resume_optstate, p->region_bytes[GC_REGION_OPTSTATE]);
+    if (p->copy_slots)
+        gc_copy_init(p->copy_slots);
+    p->run(&st->ctx, GC_PHASE_PARAMS);   /* the bf16 weight copies, the host masters, if any */
+    gc_device_sync();
+    if (st->resume_optstate && gcrt_optstate_local_bytes(p))
+        gcrt_optstate_put(st, st->resume_optstate);
     st->ctx.lr = st->o.lr, st->ctx.beta1 = st->o.beta1, st->ctx.beta2 = st->o.beta2;
     st->ctx.eps = st->o.eps, st->ctx.weight_decay = st->o.wd;
     st->ctx.t = 1;
@@ -198,7 +202,9 @@ static void alloc_regions(gcrt_run *st)
 static void release(gcrt_run *st)
 {
     for (int r = 0; r < GC_NREGIONS; r++)
-        if (st->ctx.region[r])
+        if (st->ctx.region[r] && r == GC_REGION_HOST)
+            gc_host_free(st->ctx.region[r]);
+        else if (st->ctx.region[r])
             gc_device_free(st->ctx.region[r]);
     gcrt_data_close(st);
     gcrt_shard_close(&st->val);

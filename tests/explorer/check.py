@@ -246,7 +246,7 @@ def check_plan(plan_path, dom_path, shot_path, name=None, query=None):
     steps = set(re.findall(r'<div class="row[^"]*" data-step="(\d+)"', dom))
     want("schedule rows", len(steps), len(plan["schedule"]))
     if plan["budget_bytes"] is not None:
-        fits = sum(r["bytes"] for r in plan["regions"]) <= plan["budget_bytes"]
+        fits = sum(r["bytes"] for r in plan["regions"] if r.get("device", True)) <= plan["budget_bytes"]
         if not re.search(r'class="mark budget[^"]*"[^>]*><span>budget [^<]*\((%s)\)' % ("fits" if fits else "does not fit"), dom):
             fail("the regions bar does not mark the budget")
     for s in plan.get("strategies", []):

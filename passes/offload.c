@@ -1,0 +1,243 @@
+/* offload.c — host memory as a lever: the optimizer's state and chosen
+ * activations move to the host region (RG_HOST), copies become ops of the
+ * schedule.
+ *
+ * Optimizer offload (OFFLOAD_OPT). Every AdamW update runs on the host, on
+ * host tensors: the fp32 master of its parameter (slice or ZeRO shard), a
+ * host copy of its gradient and its moments (the optstate roots move to the
+ * host region, laid out as an optstate region would be). The device keeps
+ * the weights the forward and backward read. For each update group (the
+ * updates of one layer slice that run as one multi-tensor call) the
+ * schedule gets:
+ *
+ *     offload  d.W   -> host.d.W   (one per update, just before the group;
+ *                                   the gradient's norm is added there)
+ *     adamw    master.W, host.d.W, m, v     (the group, on the host)
+ *     prefetch master.W -> W       (one per update, right after it)
+ *     copy_wait d.W, host.d.W      (before the next group's copies, or at
+ *                                   the end: the device gradient's storage
+ *                                   is free after it, so a layer's gradient
+ *                                   lives one layer longer than without)
+ *     copy_wait W, master.W        (before the first later op that touches
+ *                                   W's bytes, a ZeRO all-gather; else at
+ *                                   the end of the step: the next forward
+ *                                   reads the new weights)
+ *
+ * and, at its start, a copy of each weight into its master (offload with
+ * slot -1, no wait: run only when the host has written the weights, phase
+ * params, like precision.c's casts; op_param_refresh). The copies of one
+ * step are numbered (attr slot); on CUDA the runtime runs them on copy
+ * streams with events and the host update as a host function after its
+ * gradients' copies (runtime/offload notes in gc_runtime.h), so transfers
+ * and the CPU update overlap the backward; on the CPU target every op runs
+ * at once, in schedule order: the same arithmetic as without offload, other
+ * memory, bit-identical losses.
+ *
+ * The host gradient copies and masters are persistent (the update runs
+ * asynchronously, some time before the step ends), so the host region holds
+ * 16 bytes per parameter (4 each: master, gradient, two moments) of this
+ * rank's updates.
+ *
+ * Run after pass_schedule (and pass_workspace), before liveness. The
+ * search calls it with the levers it weighs; plancheck's rule 9 checks the
+ * copies independently.
+ */
+#include <string.h>
+
+#include "passes.h"
+
+const char *offload_name(int what)
+{
+    static const char *const names[] = {"none", "opt", "act", "opt+act"};
+    return names[what & 3];
+}
+
+/* A new tensor like t (dtype, shape), in `region`, of `kind`. */
+static int like(Graph *g, int t, const char *prefix, Region region, TensorKind kind)
+{
+    Tensor x = g->t[t];
+    char *name = xasprintf("%s%s", prefix, x.name);
+    int n = graph_add_tensor(g, name, x.dtype, x.rank, x.shape, kind, x.loc);
+    free(name);
+    g->t[n].region = region;
+    return n;
+}
+
+/* A copy op (offload, prefetch) from `in` to `out`. A copy back into a
+ * tensor that is made elsewhere (back: weights the host update wrote)
+ * leaves its producer as it was: the op that made it, or none (a
+ * parameter). */
+static int add_copy(Graph *g, OpKind kind, int in, int out, int slot, Phase ph, int layer, int back)
+{
+    int keep = g->t[out].producer;
+    char *name = xasprintf("%s.%s", op_info[kind].name, g->t[out].name);
+    int id = graph_add_op(g, kind, name, &in, 1, &out, 1, g->t[in].loc);
+    free(name);
+    if (back)
+        g->t[out].producer = keep;
+    Op *op = &g->ops[id];
+    op->attr[0] = slot;
+    op->phase = ph;
+    op->layer = layer;
+    return id;
+}
+
+static int add_wait(Graph *g, int dev, int host, int slot, Phase ph, int layer)
+{
+    char *name = xasprintf("copy_wait.%s", g->t[dev].name);
+    int id = graph_add_op(g, OP_COPY_WAIT, name, (int[]){dev, host}, 2, NULL, 0, g->t[dev].loc);
+    free(name);
+    g->ops[id].attr[0] = slot;
+    g->ops[id].phase = ph;
+    g->ops[id].layer = layer;
+    return id;
+}
+
+/* The new schedule: for each old position k, the ops to run before it
+ * (before[k]) and after it (after[k]); position nsched collects the end. */
+typedef struct List { int *v, n, cap; } List;
+typedef struct Plan { List *before, *after; int nsched; } Plan;
+
+static void push(List *l, int op)
+{
+    l->v = xgrow(l->v, &l->cap, l->n + 1, sizeof *l->v);
+    l->v[l->n++] = op;
+}
+
+static void rebuild(Graph *g, Plan *p, const List *head)
+{
+    int n = g->nsched + head->n;
+    for (int k = 0; k <= p->nsched; k++)
+        n += p->before[k].n + p->after[k].n;
+    int *s = xmalloc(((size_t)n + 1) * sizeof *s), m = 0;
+    for (int i = 0; i < head->n; i++)
+        s[m++] = head->v[i];
+    for (int k = 0; k <= p->nsched; k++) {
+        for (int i = 0; i < p->before[k].n; i++)
+            s[m++] = p->before[k].v[i];
+        if (k < p->nsched)
+            s[m++] = g->sched[k];
+        for (int i = 0; i < p->after[k].n; i++)
+            s[m++] = p->after[k].v[i];
+    }
+    free(g->sched);
+    g->sched = s;
+    g->nsched = m;
+    for (int k = 0; k < m; k++)
+        g->ops[s[k]].step = k;
+}
+
+/* Where each update's weights are touched after it: per storage root of an
+ * update's first input, the (position, bytes) of every access by an op that
+ * is not an update, in schedule order. */
+typedef struct Touch { int pos; size_t lo, hi; } Touch;
+typedef struct Touches { Touch *v; int n, cap; } Touches;
+
+static Touches *weight_touches(const Graph *g, const int *root, const size_t *roff)
+{
+    Touches *tt = xcalloc((size_t)g->nt, sizeof *tt);
+    char *want = xcalloc((size_t)g->nt, 1);
+    for (int k = 0; k < g->nsched; k++)
+        if (g->ops[g->sched[k]].kind == OP_ADAMW)
+            want[root[g->ops[g->sched[k]].in[0]]] = 1;
+    for (int k = 0; k < g->nsched; k++) {
+        const Op *o = &g->ops[g->sched[k]];
+        for (int i = 0; o->kind != OP_ADAMW && i < o->nin + o->nout; i++) {
+            int t = i < o->nin ? o->in[i] : o->out[i - o->nin];
+            Touches *x = &tt[root[t]];
+            if (!want[root[t]])
+                continue;
+            x->v = xgrow(x->v, &x->cap, x->n + 1, sizeof *x->v);
+            x->v[x->n++] = (Touch){k, roff[t], roff[t] + g->t[t].bytes};
+        }
+    }
+    free(want);
+    return tt;
+}
+
+/* The first position after `from` whose op touches bytes [lo, hi) of root
+ * r, or `none`. */
+static int next_touch(const Touches *tt, int r, size_t lo, size_t hi, int from, int none)
+{
+    const Touches *x = &tt[r];
+    int a = 0, b = x->n;
+    while (a < b) {
+        int mid = (a + b) / 2;
+        if (x->v[mid].pos <= from)
+            a = mid + 1;
+        else
+            b = mid;
+    }
+    for (; a < x->n; a++)
+        if (x->v[a].lo < hi && lo < x->v[a].hi)
+            return x->v[a].pos;
+    return none;
+}
+
+static void offload_opt(Graph *g, Plan *p, List *head, int *slot)
+{
+    int nt0 = g->nt;
+    size_t *roff;
+    int *root = graph_roots(g, &roff);   /* of the tensors before this pass (it adds roots only) */
+    Touches *tt = weight_touches(g, root, roff);
+    for (int t = nt0 - 1; t >= 0; t--)    /* the moments and their views (roots last) to the host */
+        if (g->t[root[t]].region == RG_OPTSTATE && g->t[root[t]].kind == TK_OPTSTATE)
+            g->t[t].region = RG_HOST;
+    List pending = {0};                   /* the waits of the last group's gradient copies */
+    for (int k = 0; k < p->nsched; k++) {
+        int n = op_update_group_len(g, k);
+        if (n == 0)
+            continue;
+        for (int i = 0; i < pending.n; i++)
+            push(&p->before[k], pending.v[i]);
+        pending.n = 0;
+        for (int j = k; j < k + n; j++) {
+            const Op *u = &g->ops[g->sched[j]];
+            int w = u->in[0], gd = u->in[1], layer = u->layer, id = u->id;
+            if (u->kind != OP_ADAMW)
+                IR_BUG("offload: update %s is %s", u->name, op_info[u->kind].name);
+            int hp = like(g, w, "master.", RG_HOST, TK_PARAM), hg = like(g, gd, "host.", RG_HOST, TK_GRAD);
+            g->t[hp].rank_stride = g->t[hg].rank_stride = 0;   /* this rank's own */
+            int s_g = (*slot)++, s_p = (*slot)++;
+            push(head, add_copy(g, OP_OFFLOAD, w, hp, -1, PH_FWD, layer, 0));        /* the refresh */
+            push(&p->before[k], add_copy(g, OP_OFFLOAD, gd, hg, s_g, PH_OPT, layer, 0));
+            push(&p->after[k + n - 1], add_copy(g, OP_PREFETCH, hp, w, s_p, PH_OPT, layer, 1));
+            push(&pending, add_wait(g, gd, hg, s_g, PH_OPT, layer));
+            int at = next_touch(tt, root[w], roff[w], roff[w] + g->t[w].bytes, k + n - 1, p->nsched);
+            push(&p->before[at], add_wait(g, w, hp, s_p, PH_OPT, layer));
+            graph_unlink_op(g, id);
+            g->ops[id].in[0] = hp;
+            g->ops[id].in[1] = hg;
+            graph_link_op(g, id);
+        }
+    }
+    for (int i = 0; i < pending.n; i++)
+        push(&p->before[p->nsched], pending.v[i]);
+    free(pending.v);
+    for (int t = 0; t < nt0; t++)
+        free(tt[t].v);
+    free(tt);
+    free(root);
+    free(roff);
+}
+
+void pass_offload(Graph *g, int what)
+{
+    if (!what)
+        return;
+    Plan p = {xcalloc((size_t)g->nsched + 1, sizeof(List)), xcalloc((size_t)g->nsched + 1, sizeof(List)), g->nsched};
+    List head = {0};
+    int slot = 0;
+    if (what & OFFLOAD_OPT)
+        offload_opt(g, &p, &head, &slot);
+    rebuild(g, &p, &head);
+    for (int k = 0; k <= p.nsched; k++) {
+        free(p.before[k].v);
+        free(p.after[k].v);
+    }
+    free(p.before);
+    free(p.after);
+    free(head.v);
+    g->offload |= what;
+    g->copy_slots = slot;
+}

@@ -1,0 +1,172 @@
+#!/bin/sh
+# Host offload (issue 23, passes/offload.c): the host region in the plan and
+# its reports, and offloaded programs on the CPU target against the same
+# programs without offload: the same arithmetic in other memory, so the
+# losses and gradient norms must be bit-identical.
+# usage: offload.sh GCOMPILE GRAPH WORKDIR CHECK
+#   CHECK: plan | opt | ckpt | split | refuse
+set -u
+gc=$1 graph=$2 dir=$3 check=$4
+mkdir -p "$dir"
+cd "$dir" || exit 1
+export OMP_NUM_THREADS=2
+MPIRUN="mpirun --allow-run-as-root --oversubscribe --mca btl self,vader -x ASAN_OPTIONS=detect_leaks=0"
+fail() { echo "FAIL: $*"; exit 1; }
+compile() {  # compile OUT [gcompile args...]
+    out=$1; shift
+    "$gc" "$graph" --config tiny --target cpu -o "$out" "$@" || fail "gcompile $*"
+}
+# step, loss and gradient norm of each step (the norm: --log makes the fused-opt updates add it up)
+run() {  # run PROGRAM [args...]
+    prog=$1; shift
+    "./$prog" --threads 2 --log "$prog.jsonl" "$@" >"$prog.out" 2>&1 || { cat "$prog.out"; fail "$prog $*"; }
+    sed -n 's/^step *\([0-9]*\)\/[0-9]* | loss \([^ ]*\) .*norm \([^ ]*\).*/\1 \2 \3/p' "$prog.out"
+}
+same() {  # same WHAT A.txt B.txt: bit-identical and not empty
+    [ -s "$2" ] || fail "$1: no steps"
+    cmp -s "$2" "$3" || { paste "$2" "$3"; fail "$1: offloaded and not offloaded differ"; }
+    echo "ok: $1 ($(wc -l <"$2") steps, last $(tail -1 "$2"))"
+}
+case "$check" in
+plan)   # the host region in plan-text, JSON, SVG, the explorer and summary; checked plans under the levers
+    "$gc" "$graph" --config tiny --target cpu --offload opt --emit plan-text >pt.txt || fail "plan-text"
+    grep -q '^  host  .*host memory (a separate allocation), not in the device total' pt.txt || { cat pt.txt; fail "plan-text: no host region"; }
+    grep -q '^  optstate  *0 B' pt.txt || fail "plan-text: optimizer state still on the device"
+    "$gc" "$graph" --config tiny --target cuda --offload opt --emit plan-text | grep -q 'host memory (pinned, cudaHostAlloc)' ||
+        fail "plan-text (cuda): the host region is not said to be pinned"
+    "$gc" "$graph" --config tiny --target cpu --offload opt --emit plan -o plan.json || fail "plan JSON"
+    "$gc" "$graph" --config tiny --target cpu --emit plan -o plan0.json || fail "plan JSON without offload"
+    python3 - plan.json plan0.json <<'EOF' || fail "plan JSON"
+import json, sys
+p, q = json.load(open(sys.argv[1])), json.load(open(sys.argv[2]))
+regs = {r["name"]: r for r in p["regions"]}
+assert regs["host"]["device"] is False and all(r["device"] for n, r in regs.items() if n != "host"), p["regions"]
+dev = sum(r["bytes"] for r in p["regions"] if r["device"])
+assert p["totals"]["peak_bytes"] == dev, (p["totals"], dev)
+assert p["totals"]["host_bytes"] == regs["host"]["bytes"] > 0
+# the device keeps the weights; the moments moved: 16 bytes per parameter in the host region
+# (master, gradient copy, two moments), none of them on the device
+nparam = regs["params"]["bytes"] // 4
+assert regs["optstate"]["bytes"] == 0 and regs["host"]["bytes"] == 16 * nparam, (regs, nparam)
+q_regs = {r["name"]: r for r in q["regions"]}
+assert q_regs["params"]["bytes"] == regs["params"]["bytes"]
+assert dev < q["totals"]["peak_bytes"], (dev, q["totals"]["peak_bytes"])
+host = [t for t in p["tensors"] if t["region"] == "host"]
+kinds = sorted(set(t["kind"] for t in host))
+assert kinds == ["grad", "optstate", "param"], kinds
+ops = [s["op"] for s in p["schedule"]]
+slots = [s for s in p["schedule"] if s["op"] in ("offload", "prefetch")]
+print("plan: %d host tensors, %d copies, %d waits; device %d bytes (was %d), host %d bytes"
+      % (len(host), len(slots), ops.count("copy_wait"), dev, q["totals"]["peak_bytes"], regs["host"]["bytes"]))
+# one wait per copy but the refreshes (weights into their masters, phase params)
+refresh = [s for s in slots if s["phase"] == "params"]
+assert len(refresh) > 0 and ops.count("copy_wait") == len(slots) - len(refresh), (len(slots), len(refresh))
+EOF
+    "$gc" "$graph" --config tiny --target cpu --offload opt --emit plan-svg -o plan.svg || fail "plan-svg"
+    grep -q '>+ host ' plan.svg || fail "plan-svg: no host region"
+    "$gc" "$graph" --config tiny --target cpu --offload opt --emit plan-html -o plan.html || fail "plan-html"
+    grep -q '"name": *"host"' plan.html || grep -q '"name":"host"' plan.html || fail "plan-html: no host region in its data"
+    "$gc" "$graph" --config tiny --target cpu --offload opt --emit summary | grep -q '^host_bytes: [1-9]' ||
+        fail "summary: no host_bytes"
+    # every plan is checked by plan_check (an internal error otherwise): under the levers
+    for f in "--schedule plain" "--micro-batches 2" "--micro-batches 2 --schedule plain" "--recompute full" \
+             "--recompute selective" "--no-reuse" "--no-fuse" "--gpus 2 --split dp" "--gpus 2 --split zero1" \
+             "--gpus 2 --split zero2" "--gpus 2 --split zero3" "--gpus 2 --split tp=2"; do
+        # shellcheck disable=SC2086
+        "$gc" "$graph" --config tiny --target cpu --offload opt $f --emit plan-text -o /dev/null || fail "plan with $f"
+    done
+    # GPT-2 124M: the optimizer state leaves the device, the rest stays
+    "$gc" "$graph" --config gpt2_124M --target cuda --emit summary >a.txt || fail "124M summary"
+    "$gc" "$graph" --config gpt2_124M --target cuda --offload opt --emit summary >b.txt || fail "124M offload summary"
+    a=$(sed -n 's/^device_bytes_needed: //p' a.txt) b=$(sed -n 's/^device_bytes_needed: //p' b.txt)
+    os=$(sed -n 's/^optstate_bytes: //p' a.txt)
+    [ "$os" -eq $((8 * 124475904)) ] || fail "124M optimizer state $os"
+    [ "$b" -lt "$a" ] || fail "124M: offload needs $b device bytes, without $a"
+    echo "124M: device $a -> $b bytes"
+    ;;
+opt)    # bit-identical training under both schedules, micro-batches, recompute, clipping, poisoning
+    for f in "" "--schedule plain" "--micro-batches 2" "--micro-batches 2 --schedule plain" "--recompute full" \
+             "--poison" "--no-reuse"; do
+        # shellcheck disable=SC2086
+        compile t_a $f
+        # shellcheck disable=SC2086
+        compile t_b $f --offload opt
+        grep -q 'host region' t_b.out 2>/dev/null || true
+        for extra in "" "--grad-clip 0.3"; do
+            # shellcheck disable=SC2086
+            run t_a --steps 6 $extra >a.txt
+            # shellcheck disable=SC2086
+            run t_b --steps 6 $extra >b.txt
+            same "${f:-fused-opt}${extra:+ $extra}" a.txt b.txt
+        done
+        grep -q '^memory: .* | host region [0-9,]* bytes (host memory)$' t_b.out || { head -8 t_b.out; fail "the header does not show the host region"; }
+    done
+    # --skip-nonfinite runs the forward alone first (fused-opt), --eval-only and --sample only the forward
+    compile t_a
+    compile t_b --offload opt
+    run t_a --steps 4 --skip-nonfinite >a.txt
+    run t_b --steps 4 --skip-nonfinite >b.txt
+    same "--skip-nonfinite" a.txt b.txt
+    ./t_a --threads 2 --steps 3 --save a.bin >/dev/null && ./t_b --threads 2 --steps 3 --save b.bin >/dev/null || fail "--save"
+    cmp -s a.bin b.bin || fail "--save: the trained parameters differ"
+    for p in t_a t_b; do ./$p --threads 2 --init a.bin --eval-only --sample 16 --seed 5 2>&1 | grep -v '^init\|^gcompile\|^memory\|^plan' >$p.eval; done
+    cmp -s t_a.eval t_b.eval || { diff t_a.eval t_b.eval; fail "--eval-only --sample differ"; }
+    echo "ok: --save, --eval-only, --sample"
+    ;;
+ckpt)   # the host state is part of the checkpoint: resume, and across offloaded and not
+    compile t_a
+    compile t_b --offload opt
+    run t_a --steps 6 >full.txt
+    for p in t_a t_b; do
+        rm -rf ck_$p
+        run $p --steps 6 --save-every 3 --ckpt-dir ck_$p >/dev/null
+    done
+    cmp -s ck_t_a/state_00000003.bin ck_t_b/state_00000003.bin || fail "the training states of step 3 differ"
+    cmp -s ck_t_a/model_00000003.bin ck_t_b/model_00000003.bin || fail "the models of step 3 differ"
+    for a in t_a t_b; do for b in t_a t_b; do
+        rm -rf ck; mkdir ck; cp ck_$a/*00000003.bin ck/
+        run $b --steps 6 --resume ck >r.txt
+        tail -3 full.txt >want.txt
+        same "resume $a's checkpoint in $b" want.txt r.txt
+    done; done
+    ;;
+split)  # 2 ranks (4 for tp+zero1) under mpirun: each rank offloads its shard
+    command -v mpirun >/dev/null && command -v mpicc >/dev/null || { echo "skip: no MPI"; exit 77; }
+    for sp in dp zero1 zero2 zero3 tp=2; do
+        for sch in fused-opt plain; do
+            compile s_a --gpus 2 --split $sp --schedule $sch
+            compile s_b --gpus 2 --split $sp --schedule $sch --offload opt
+            for extra in "" "--grad-clip 0.3"; do
+                for p in s_a s_b; do
+                    # shellcheck disable=SC2086
+                    $MPIRUN -np 2 ./$p --threads 1 --steps 4 --log $p.jsonl $extra >$p.out 2>&1 || { cat $p.out; fail "mpirun $p $sp"; }
+                    sed -n 's/^step *\([0-9]*\)\/[0-9]* | loss \([^ ]*\) .*norm \([^ ]*\).*/\1 \2 \3/p' $p.out >$p.txt
+                done
+                same "$sp $sch${extra:+ $extra}" s_a.txt s_b.txt
+            done
+        done
+    done
+    # zero2: resume each rank's offloaded shard of the moments from a checkpoint
+    compile s_b --gpus 2 --split zero2 --offload opt
+    rm -rf ckz
+    $MPIRUN -np 2 ./s_b --threads 1 --steps 4 >full.out 2>&1 || { cat full.out; fail "zero2 4 steps"; }
+    $MPIRUN -np 2 ./s_b --threads 1 --steps 4 --save-every 2 --ckpt-dir ckz >/dev/null 2>&1 || fail "zero2 checkpoints"
+    rm ckz/*00000004.bin
+    $MPIRUN -np 2 ./s_b --threads 1 --steps 4 --resume ckz >res.out 2>&1 || { cat res.out; fail "zero2 resume"; }
+    grep '^step *4/4' full.out | sed 's/|[^|]*ms.*//' >a.txt
+    grep '^step *4/4' res.out | sed 's/|[^|]*ms.*//' >b.txt
+    same "zero2 resume" a.txt b.txt
+    ;;
+refuse) # what is not built says so, with one line
+    "$gc" "$graph" --config tiny --target cuda --precision bf16 --offload opt --emit plan-text >/dev/null 2>err.txt &&
+        fail "bf16 offload accepted"
+    grep -q 'not implemented yet' err.txt || { cat err.txt; fail "bf16: $(cat err.txt)"; }
+    "$gc" "$graph" --config tiny --target cpu --offload sideways --emit plan-text >/dev/null 2>err.txt && fail "bad --offload accepted"
+    grep -q "^gcompile: error: --offload must be" err.txt || { cat err.txt; fail "bad --offload message"; }
+    "$gc" --help | grep -q -- "--offload WHAT" || fail "--help does not list --offload"
+    echo "ok: refused with one line"
+    ;;
+*)
+    fail "unknown check $check"
+    ;;
+esac
