@@ -51,9 +51,13 @@ static void usage(FILE *f)
         "                         run there by host threads as the backward makes each\n"
         "                         gradient, the new weights copied back (copy streams\n"
         "                         with events on CUDA); the device keeps the weights the\n"
-        "                         forward and backward read. act, opt+act and auto are\n"
-        "                         not implemented yet. fp32 only (--precision bf16 is\n"
-        "                         refused)\n"
+        "                         forward and backward read. act: each layer's kept\n"
+        "                         activations (the layer input under --recompute full)\n"
+        "                         copied to host memory after their last forward use and\n"
+        "                         prefetched when the backward of the layer above starts\n"
+        "                         (two layers' on the device at most). opt+act: both.\n"
+        "                         auto is not implemented yet. fp32 only (--precision\n"
+        "                         bf16 is refused)\n"
         "      --search HOW       the budget search: fast (default) | exhaustive (plans\n"
         "                         every per-layer mode x micro-batch count with the real\n"
         "                         planner: 3^L x divisors of B plans, a reference for\n"
@@ -346,8 +350,13 @@ static int parse_args(int argc, char **argv, DriverOptions *o)
                 o->offload = OFFLOAD_NONE;
             else if (!strcmp(optarg, "opt"))
                 o->offload = OFFLOAD_OPT;
-            else if (!strcmp(optarg, "act") || !strcmp(optarg, "opt+act") || !strcmp(optarg, "auto")) {
-                fprintf(stderr, "gcompile: error: --offload %s is not implemented yet (none and opt are)\n", optarg);
+            else if (!strcmp(optarg, "act"))
+                o->offload = OFFLOAD_ACT;
+            else if (!strcmp(optarg, "opt+act"))
+                o->offload = OFFLOAD_OPT | OFFLOAD_ACT;
+            else if (!strcmp(optarg, "auto")) {
+                fprintf(stderr, "gcompile: error: --offload auto is not implemented yet (none, opt, act and opt+act "
+                        "are)\n");
                 return 1;
             } else {
                 fprintf(stderr, "gcompile: error: --offload must be none, opt, act, opt+act or auto, got '%s'\n",

@@ -221,6 +221,147 @@ static void offload_opt(Graph *g, Plan *p, List *head, int *slot)
     free(roff);
 }
 
+/* ---- activations ---------------------------------------------------------- */
+
+/* The same view chain as v (a view, at any depth, of root `from`) on root
+ * `to`: clones of the views between, memoized in clone[] (by tensor id,
+ * -1: none yet; sized for the tensors before the pass). */
+static int clone_view(Graph *g, int v, int from, int to, int *clone, int nt0)
+{
+    if (v == from)
+        return to;
+    if (v < nt0 && clone[v] >= 0)
+        return clone[v];
+    int base = clone_view(g, g->t[v].view_of, from, to, clone, nt0);
+    Tensor x = g->t[v];
+    char *name = xasprintf("pf.%s", x.name);
+    int c = graph_add_tensor(g, name, x.dtype, x.rank, x.shape, x.kind, x.loc);
+    free(name);
+    g->t[c].region = RG_ARENA;
+    g->t[c].view_of = base;
+    g->t[c].view_offset = x.view_offset;
+    if (v < nt0)
+        clone[v] = c;
+    return c;
+}
+
+/* An activation kept across the gap between the forward and the backward:
+ * its root, the last step of the forward that uses it (its producer's when
+ * only the backward reads it), the first step of the backward (or
+ * recompute) that does, and that reader's layer. */
+typedef struct Kept { int root, last_fwd, first_bwd, layer; } Kept;
+
+static int kept_cmp(const void *a, const void *b)
+{
+    const Kept *x = a, *y = b;
+    if (x->last_fwd != y->last_fwd)
+        return (x->last_fwd > y->last_fwd) - (x->last_fwd < y->last_fwd);
+    return (x->root > y->root) - (x->root < y->root);
+}
+
+/* The arena activations the backward of a layer l reads (first) and that
+ * the backward of layer l+1 starts after the forward is done with them:
+ * offloading one frees its bytes from its forward's end to layer l+1's
+ * backward, and prefetching it when that backward starts keeps at most two
+ * layers' prefetched tensors on the device (double buffering). start[l]
+ * gets the first step of layer l's backward (-1: none). Returns the count. */
+static int kept_activations(const Graph *g, const int *root, Kept *kept, int *start, int nlayers)
+{
+    int *last_fwd = xmalloc((size_t)g->nt * sizeof *last_fwd), *first_bwd = xmalloc((size_t)g->nt * sizeof *first_bwd);
+    int *layer = xmalloc((size_t)g->nt * sizeof *layer);
+    for (int t = 0; t < g->nt; t++)
+        last_fwd[t] = first_bwd[t] = layer[t] = -1;
+    for (int l = 0; l < nlayers; l++)
+        start[l] = -1;
+    for (int k = 0; k < g->nsched; k++) {
+        const Op *op = &g->ops[g->sched[k]];
+        int bwd = op->phase == PH_BWD || op->phase == PH_RECOMPUTE;
+        if (bwd && op->layer >= 0 && op->layer < nlayers && start[op->layer] < 0)
+            start[op->layer] = k;
+        if (op_info[op->kind].cls == OPC_VIEW)
+            continue;
+        for (int i = 0; i < op->nin + op->nout; i++) {
+            int r = root[i < op->nin ? op->in[i] : op->out[i - op->nin]];
+            if (op->phase == PH_FWD)
+                last_fwd[r] = k;
+            else if (bwd && first_bwd[r] < 0 && i < op->nin)
+                first_bwd[r] = k, layer[r] = op->layer;
+        }
+    }
+    int n = 0;
+    for (int t = 0; t < g->nt; t++) {
+        const Tensor *x = &g->t[t];
+        int l = layer[t];
+        if (x->view_of >= 0 || x->region != RG_ARENA || x->kind != TK_ACTIVATION || t == root[g->loss] ||
+            (g->sample_logits >= 0 && t == root[g->sample_logits]) || x->producer < 0 ||
+            g->ops[x->producer].phase != PH_FWD || last_fwd[t] < 0 || first_bwd[t] < 0 || l < 0 ||
+            l + 1 >= nlayers || start[l + 1] < 0 || !(last_fwd[t] < start[l + 1] && start[l + 1] < first_bwd[t]))
+            continue;
+        kept[n++] = (Kept){t, last_fwd[t], first_bwd[t], l};
+    }
+    free(last_fwd);
+    free(first_bwd);
+    free(layer);
+    qsort(kept, (size_t)n, sizeof *kept, kept_cmp);
+    return n;
+}
+
+static void offload_act(Graph *g, Plan *p, int *slot)
+{
+    int nlayers = graph_layers(g), nt0 = g->nt;
+    if (nlayers < 2)
+        return;
+    int *root = graph_roots(g, NULL);
+    Kept *kept = xmalloc(((size_t)g->nt + 1) * sizeof *kept);
+    int *start = xmalloc((size_t)nlayers * sizeof *start), *clone = xmalloc((size_t)nt0 * sizeof *clone);
+    int n = kept_activations(g, root, kept, start, nlayers);
+    for (int t = 0; t < nt0; t++)
+        clone[t] = -1;
+    int first_bwd = p->nsched;   /* the forward's last offloads are waited for before the backward */
+    for (int k = 0; k < p->nsched && first_bwd == p->nsched; k++)
+        if (g->ops[g->sched[k]].phase != PH_FWD && g->ops[g->sched[k]].phase != PH_COMM)
+            first_bwd = k;
+    List pending = {0};
+    for (int i = 0; i < n; i++) {
+        const Kept *c = &kept[i];
+        int x = c->root, l = c->layer;
+        if (i > 0 && kept[i - 1].last_fwd != c->last_fwd) {   /* the earlier offloads' waits, then these */
+            for (int j = 0; j < pending.n; j++)
+                push(&p->after[c->last_fwd], pending.v[j]);
+            pending.n = 0;
+        }
+        int xh = like(g, x, "host.", RG_HOST, TK_ACTIVATION), xd = like(g, x, "pf.", RG_ARENA, TK_ACTIVATION);
+        int s_o = (*slot)++, s_p = (*slot)++;
+        /* the backward's readers of x (or of views of it) read the prefetched copy */
+        for (int k = c->first_bwd; k < p->nsched; k++) {
+            Op *op = &g->ops[g->sched[k]];
+            if (op->phase != PH_BWD && op->phase != PH_RECOMPUTE)
+                continue;
+            int hit = 0;
+            for (int j = 0; j < op->nin && !hit; j++)
+                hit = op->in[j] < nt0 && root[op->in[j]] == x;
+            if (!hit)
+                continue;
+            graph_unlink_op(g, op->id);
+            for (int j = 0; j < op->nin; j++)
+                if (op->in[j] < nt0 && root[op->in[j]] == x)
+                    op->in[j] = clone_view(g, op->in[j], x, xd, clone, nt0);
+            graph_link_op(g, op->id);
+        }
+        push(&p->after[c->last_fwd], add_copy(g, OP_OFFLOAD, x, xh, s_o, PH_FWD, l, 0));
+        push(&pending, add_wait(g, x, xh, s_o, PH_FWD, l));
+        push(&p->before[start[l + 1]], add_copy(g, OP_PREFETCH, xh, xd, s_p, PH_BWD, l, 0));
+        push(&p->before[c->first_bwd], add_wait(g, xd, xh, s_p, PH_BWD, l));
+    }
+    for (int j = 0; j < pending.n; j++)
+        push(&p->before[first_bwd], pending.v[j]);
+    free(pending.v);
+    free(clone);
+    free(start);
+    free(kept);
+    free(root);
+}
+
 void pass_offload(Graph *g, int what)
 {
     if (!what)
@@ -228,6 +369,8 @@ void pass_offload(Graph *g, int what)
     Plan p = {xcalloc((size_t)g->nsched + 1, sizeof(List)), xcalloc((size_t)g->nsched + 1, sizeof(List)), g->nsched};
     List head = {0};
     int slot = 0;
+    if (what & OFFLOAD_ACT)   /* before the optimizer's: its copies lead the insertions at a step */
+        offload_act(g, &p, &slot);
     if (what & OFFLOAD_OPT)
         offload_opt(g, &p, &head, &slot);
     rebuild(g, &p, &head);

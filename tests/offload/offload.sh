@@ -4,7 +4,7 @@
 # programs without offload: the same arithmetic in other memory, so the
 # losses and gradient norms must be bit-identical.
 # usage: offload.sh GCOMPILE GRAPH WORKDIR CHECK
-#   CHECK: plan | opt | ckpt | split | refuse
+#   CHECK: plan | opt | ckpt | split | act | refuse
 set -u
 gc=$1 graph=$2 dir=$3 check=$4
 mkdir -p "$dir"
@@ -156,6 +156,55 @@ split)  # 2 ranks (4 for tp+zero1) under mpirun: each rank offloads its shard
     grep '^step *4/4' full.out | sed 's/|[^|]*ms.*//' >a.txt
     grep '^step *4/4' res.out | sed 's/|[^|]*ms.*//' >b.txt
     same "zero2 resume" a.txt b.txt
+    ;;
+act)    # activations to the host between their forward and backward uses: the device arena shrinks,
+        # the losses stay bit-identical (4 layers: layers 0-2 offload, the last has no gap to cover)
+    L="-D L=4"
+    for r in none selective full; do
+        # shellcheck disable=SC2086
+        "$gc" "$graph" --config tiny $L --target cpu --recompute $r --emit plan -o a.json || fail "plan $r"
+        # shellcheck disable=SC2086
+        "$gc" "$graph" --config tiny $L --target cpu --recompute $r --offload act --emit plan -o b.json || fail "plan act $r"
+        python3 - a.json b.json "$r" <<'EOF' || fail "act plan ($r)"
+import json, sys
+a, b, r = json.load(open(sys.argv[1])), json.load(open(sys.argv[2])), sys.argv[3]
+arena = lambda p: [x for x in p["regions"] if x["name"] == "arena"][0]["bytes"]
+host = [t for t in b["tensors"] if t["region"] == "host" and t["first"] is not None]
+sched = b["schedule"]
+off = [s for s in sched if s["op"] == "offload"]
+pf = [s for s in sched if s["op"] == "prefetch"]
+assert host and all(t["kind"] == "activation" for t in host), [t["kind"] for t in host]
+assert len(off) == len(pf) == len(host), (len(off), len(pf), len(host))
+assert all(s["phase"] == "fwd" for s in off) and all(s["phase"] == "bwd" for s in pf)
+# each host copy lives from its offload to the wait of its prefetch
+for t in host:
+    o = [s for s in off if s["outputs"] == [t["id"]]][0]
+    p = [s for s in pf if s["inputs"] == [t["id"]]][0]
+    w = [s for s in sched if s["op"] == "copy_wait" and s["inputs"] == p["outputs"] + [t["id"]]][0]
+    assert t["first"] == o["step"] and t["last"] == w["step"] and o["step"] < p["step"] < w["step"], t
+assert arena(b) < arena(a), (r, arena(a), arena(b))
+print("act %s: arena %d -> %d bytes, %d activations offloaded (%d bytes of host copies, host region %d)"
+      % (r, arena(a), arena(b), len(host), sum(t["bytes"] for t in host),
+         [x for x in b["regions"] if x["name"] == "host"][0]["bytes"]))
+EOF
+    done
+    # act alone under each lever; opt+act under the schedules and micro-batches
+    for f in "" "--recompute full" "--recompute selective" "--schedule plain" "--micro-batches 2" \
+             "--poison --recompute full" "--no-reuse --recompute full"; do
+        # shellcheck disable=SC2086
+        compile t_a $L $f
+        # shellcheck disable=SC2086
+        compile t_b $L $f --offload act
+        run t_a --steps 4 >a.txt
+        run t_b --steps 4 >b.txt
+        same "act ${f:-fused-opt}" a.txt b.txt
+        case "$f" in ""|"--schedule plain"|"--micro-batches 2")
+            # shellcheck disable=SC2086
+            compile t_c $L $f --offload opt+act
+            run t_c --steps 4 >c.txt
+            same "opt+act ${f:-fused-opt}" a.txt c.txt;;
+        esac
+    done
     ;;
 refuse) # what is not built says so, with one line
     "$gc" "$graph" --config tiny --target cuda --precision bf16 --offload opt --emit plan-text >/dev/null 2>err.txt &&
