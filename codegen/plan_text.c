@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "codegen.h"
+#include "passes.h"
 
 #define ALIGN 256
 
@@ -216,6 +217,8 @@ static void levers(FILE *f, const Graph *g, const EmitOptions *opt)
                 human(total + GC_CUDA_RESERVE_BYTES, b2, sizeof b2));
     fprintf(f, " | %d micro-batch%s | ", g->micro_batches > 1 ? g->micro_batches : 1,
             g->micro_batches > 1 ? "es" : "");
+    if (g->offload)
+        fprintf(f, "offload %s | ", offload_name(g->offload));
     const char *rl = opt ? opt->recompute_layers : NULL;   /* n, s, f from layer 0 */
     char one[2] = {rl ? rl[0] : 0, 0};
     if (!nops)
@@ -292,6 +295,45 @@ static void clipping(FILE *f, const Graph *g, const EmitOptions *opt)
                "arena replanned\n", human(grads, h, sizeof h), grads);
 }
 
+/* What moved to host memory (passes/offload.c) and what it costs per step:
+ * the copies each way, the host update, and what the step waits for them
+ * beyond its compute (the cost model's simulation of the copy streams). */
+static void offload(FILE *f, const Graph *g, const EmitOptions *opt)
+{
+    if (!g->offload)
+        return;
+    char h[32], h2[32];
+    size_t opt_bytes = 0, act_bytes = 0;
+    long params = 0;
+    int nact = 0;
+    for (int t = 0; t < g->nt; t++) {
+        const Tensor *x = &g->t[t];
+        if (x->view_of >= 0 || x->region != RG_HOST)
+            continue;
+        if (tensor_persistent(x))
+            opt_bytes += x->bytes;
+        else if (x->first >= 0)
+            act_bytes += x->bytes, nact++;
+        if (x->kind == TK_PARAM)
+            params += x->numel;
+    }
+    fprintf(f, "offload: %s to host memory (host region %s)", offload_name(g->offload),
+            human(g->region_bytes[RG_HOST], h, sizeof h));
+    if (g->offload & OFFLOAD_OPT)
+        fprintf(f, "; optimizer: fp32 masters, AdamW moments and gradient copies of %ld parameters (%s), updated on "
+                   "the host", params, human(opt_bytes, h2, sizeof h2));
+    if (g->offload & OFFLOAD_ACT)
+        fprintf(f, "; activations: %d kept across the backward (%s per micro-batch), prefetched a layer ahead", nact,
+                human(act_bytes, h2, sizeof h2));
+    fputc('\n', f);
+    if (opt && opt->device)
+        fprintf(f, "  per step: %s device->host, %s host->device; predicted on %s: copies %.1f ms and host update "
+                   "%.1f ms on their streams, the step waits %.1f ms for them beyond its compute\n",
+                human((size_t)opt->predicted_d2h_bytes, h, sizeof h), human((size_t)opt->predicted_h2d_bytes, h2, sizeof h2),
+                opt->device, opt->predicted_copy_s * 1e3, opt->predicted_host_update_s * 1e3,
+                opt->predicted_exposed_s * 1e3);
+}
+
 /* Kernel launches and bytes moved per step, by phase (ir/ops.c's counts). */
 static void traffic(FILE *f, const Graph *g)
 {
@@ -325,6 +367,7 @@ void emit_plan_text(FILE *f, const Graph *g, const EmitOptions *opt)
         fputc('\n', f);
     }
     levers(f, g, opt);
+    offload(f, g, opt);
     split(f, g);
     regions(f, g, opt);
     reuse(f, g);

@@ -54,16 +54,39 @@ Graph *graph_new(const char *file)
     return g;
 }
 
+/* 1 when name lies in g's name block (graph_clone's). */
+static int in_block(const Graph *g, const char *name)
+{
+    return g->name_block && name >= g->name_block && name < g->name_block + g->name_block_len;
+}
+
+void graph_rename_tensor(Graph *g, int t, char *name)
+{
+    if (!in_block(g, g->t[t].name))
+        free(g->t[t].name);
+    g->t[t].name = name;
+}
+
+void graph_rename_op(Graph *g, int o, char *name)
+{
+    if (!in_block(g, g->ops[o].name))
+        free(g->ops[o].name);
+    g->ops[o].name = name;
+}
+
 void graph_free(Graph *g)
 {
     if (!g)
         return;
     for (int i = 0; i < g->nt; i++) {
-        free(g->t[i].name);
+        if (!in_block(g, g->t[i].name))
+            free(g->t[i].name);
         free(g->t[i].consumers);
     }
     for (int i = 0; i < g->nops; i++)
-        free(g->ops[i].name);
+        if (!in_block(g, g->ops[i].name))
+            free(g->ops[i].name);
+    free(g->name_block);
     for (int i = 0; i < g->ndims; i++)
         free(g->dims[i].name);
     free(g->dims);

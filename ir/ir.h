@@ -259,6 +259,11 @@ typedef struct Graph {
        (OFFLOAD_* bits) and how many copies a step numbers (op attr slot) */
     int offload;
     int copy_slots;
+    /* graph_clone copies every tensor and op name into one block (the
+       budget search clones by the hundred); names inside it are not freed
+       one by one: rename with graph_rename_tensor / graph_rename_op */
+    char *name_block;
+    size_t name_block_len;
     /* fusions that fired (passes/fuse*.c, for plan-text): per kind, how many
        and the elements of tensors they took out of the plan (net) */
     struct { const char *kind; int count; double elems; } fused[8];
@@ -294,6 +299,9 @@ size_t graph_device_bytes(const Graph *g);
 /* Ranks that read rows of their own: every rank, or with tensor parallel
  * one per tp group (nranks / tp); 1 when not split. ZeRO shards over them. */
 int graph_data_ranks(const Graph *g);
+/* Replaces the name of tensor t (op o) with name (taken, allocated). */
+void graph_rename_tensor(Graph *g, int t, char *name);
+void graph_rename_op(Graph *g, int o, char *name);
 /* Rebuilds every tensor's consumer list from the ops. */
 void graph_relink(Graph *g);
 /* Incremental relinking of one op o, for a pass that rewrites a few ops

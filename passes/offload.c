@@ -52,11 +52,23 @@ const char *offload_name(int what)
     return names[what & 3];
 }
 
+/* prefix + name + suffix, allocated (names of the ops and tensors this pass
+ * adds: the budget search makes many, so without printf). */
+static char *cat(const char *prefix, const char *name, const char *suffix)
+{
+    size_t a = strlen(prefix), b = strlen(name), c = strlen(suffix);
+    char *s = xmalloc(a + b + c + 1);
+    memcpy(s, prefix, a);
+    memcpy(s + a, name, b);
+    memcpy(s + a + b, suffix, c + 1);
+    return s;
+}
+
 /* A new tensor like t (dtype, shape), in `region`, of `kind`. */
 static int like(Graph *g, int t, const char *prefix, Region region, TensorKind kind)
 {
     Tensor x = g->t[t];
-    char *name = xasprintf("%s%s", prefix, x.name);
+    char *name = cat(prefix, x.name, "");
     int n = graph_add_tensor(g, name, x.dtype, x.rank, x.shape, kind, x.loc);
     free(name);
     g->t[n].region = region;
@@ -70,7 +82,7 @@ static int like(Graph *g, int t, const char *prefix, Region region, TensorKind k
 static int add_copy(Graph *g, OpKind kind, int in, int out, int slot, Phase ph, int layer, int back)
 {
     int keep = g->t[out].producer;
-    char *name = xasprintf("%s.%s", op_info[kind].name, g->t[out].name);
+    char *name = cat(op_info[kind].name, ".", g->t[out].name);
     int id = graph_add_op(g, kind, name, &in, 1, &out, 1, g->t[in].loc);
     free(name);
     if (back)
@@ -84,7 +96,7 @@ static int add_copy(Graph *g, OpKind kind, int in, int out, int slot, Phase ph, 
 
 static int add_wait(Graph *g, int dev, int host, int slot, Phase ph, int layer)
 {
-    char *name = xasprintf("copy_wait.%s", g->t[dev].name);
+    char *name = cat("copy_wait.", g->t[dev].name, "");
     int id = graph_add_op(g, OP_COPY_WAIT, name, (int[]){dev, host}, 2, NULL, 0, g->t[dev].loc);
     free(name);
     g->ops[id].attr[0] = slot;
@@ -234,7 +246,7 @@ static int clone_view(Graph *g, int v, int from, int to, int *clone, int nt0)
         return clone[v];
     int base = clone_view(g, g->t[v].view_of, from, to, clone, nt0);
     Tensor x = g->t[v];
-    char *name = xasprintf("pf.%s", x.name);
+    char *name = cat("pf.", x.name, "");
     int c = graph_add_tensor(g, name, x.dtype, x.rank, x.shape, x.kind, x.loc);
     free(name);
     g->t[c].region = RG_ARENA;

@@ -145,6 +145,16 @@ typedef struct DeviceProfile {
     double launch_s;         /* fixed seconds per kernel */
     double mm_eff;           /* a large matmul's fraction of the peak */
     double mm_half;          /* a matmul dimension of this size halves the efficiency */
+    /* host offload (passes/offload.c): the device's host link (bytes/s each
+       way, PCIe), the host's memory bandwidth and AdamW rate (elements/s) with
+       the whole host, which the devices of one host (up to devices_per_host
+       ranks) share, and the fixed seconds of one copy or host update */
+    double link_bw;
+    double host_bw;
+    double host_update_rate;
+    int devices_per_host;
+    double copy_s;
+    int sync_copies;         /* 1: copies and host updates run at once on the compute thread (the CPU target) */
 } DeviceProfile;
 /* The profile called name (see device_profile_names), NULL when unknown. */
 const DeviceProfile *device_profile(const char *name);
@@ -164,6 +174,14 @@ typedef struct StepCost {
                                   backward (fused-opt): a first forward and backward whose
                                   updates only add up their gradients' squares (0: the
                                   program keeps every gradient, plain schedule) */
+    /* host offload: bytes copied per step each way, the seconds the copies
+       and the host updates take on their streams, and what the step waits
+       for them beyond its compute (seconds includes it) */
+    double d2h_bytes, h2d_bytes, copy_seconds, host_update_seconds, offload_exposed;
+    /* a lower bound on the step of the same plan with the optimizer
+       offloaded: the compute until the first update (in the last
+       micro-batch), then every update's elements on the host */
+    double update_floor;
 } StepCost;
 /* The predicted step of the scheduled graph g on d (fwd, bwd and recompute
  * ops once per micro-batch); per_op[op id] (may be NULL) gets each op's cost.

@@ -253,9 +253,7 @@ static int *shard_params(Graph *g, int ranks)
         Tensor *x = &g->t[s], *old = &g->t[r];
         x->init = old->init, x->init_std = old->init_std, x->decay = old->decay;
         x->opt_m = old->opt_m, x->opt_v = old->opt_v;
-        char *name = xasprintf("whole.%s", old->name);
-        free(old->name);
-        old->name = name;
+        graph_rename_tensor(g, r, xasprintf("whole.%s", old->name));
         old->region = RG_ARENA;
         g->params[i] = s;
         to[r] = s;

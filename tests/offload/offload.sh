@@ -4,7 +4,7 @@
 # programs without offload: the same arithmetic in other memory, so the
 # losses and gradient norms must be bit-identical.
 # usage: offload.sh GCOMPILE GRAPH WORKDIR CHECK
-#   CHECK: plan | opt | ckpt | split | act | refuse
+#   CHECK: plan | opt | ckpt | split | act | auto | refuse
 set -u
 gc=$1 graph=$2 dir=$3 check=$4
 mkdir -p "$dir"
@@ -205,6 +205,45 @@ EOF
             same "opt+act ${f:-fused-opt}" a.txt c.txt;;
         esac
     done
+    ;;
+auto)   # --offload auto (the default under --mem): the search weighs offload with recompute and micro-batches
+    # the figures: GPT-2 1558M at B=8 T=1024 in 12 GiB with the CUDA reserve (21.76 GiB without offload)
+    "$gc" "$graph" --config gpt2_1558M -D B=8 -D T=1024 --mem 12GiB --emit plan-text >big.txt || fail "1558M in 12 GiB"
+    sed -n '/^strategy/p; /^offload/,/per step/p; /^  total/p; /^  host/p' big.txt
+    grep -q '^strategy: budget 12.00 GiB, peak .* + CUDA reserve 768.00 MiB = [0-9.]* GiB | .*offload opt' big.txt ||
+        fail "1558M: the strategy does not offload the optimizer"
+    need=$(sed -n 's/^strategy: .* = \([0-9.]*\) GiB |.*/\1/p' big.txt)
+    awk -v n="$need" 'BEGIN { exit !(n + 0 > 5 && n + 0 <= 12) }' || fail "1558M: needs $need GiB"
+    grep -q '^  host .*not in the device total' big.txt || fail "1558M: no host region"
+    grep -q '^  per step: .* device->host, .* host->device; predicted on h100: copies .* ms and host update .* ms on their streams, the step waits .* ms' big.txt ||
+        fail "1558M: the offload's cost per step is not stated"
+    "$gc" "$graph" --config gpt2_1558M -D B=8 -D T=1024 --mem 12GiB --offload none --emit plan-text >/dev/null 2>err.txt &&
+        fail "1558M in 12 GiB without offload"
+    grep -q 'nothing fits --mem 12.00 GiB: the smallest plan found needs 21.76 GiB' err.txt || { cat err.txt; fail "no floor"; }
+    # the book's workload: GPT-2 774M, V=65, T=128, B=32 in 6 GiB
+    "$gc" "$graph" --config gpt2_774M -D V=65 -D T=128 -D B=32 --mem 6GiB --emit plan-text >book.txt || fail "774M in 6 GiB"
+    sed -n '/^strategy/p' book.txt
+    grep -q '^  total .*budget 6.00 GiB: fits' book.txt || fail "774M: does not fit 6 GiB"
+    # where it fits without, auto adds nothing: the same plan as --offload none
+    "$gc" "$graph" --config gpt2_1558M -D B=8 -D T=1024 --mem 40GiB --emit plan-text | grep '^strategy' >a.txt
+    "$gc" "$graph" --config gpt2_1558M -D B=8 -D T=1024 --mem 40GiB --offload none --emit plan-text | grep '^strategy' >b.txt
+    cmp -s a.txt b.txt || { cat a.txt b.txt; fail "1558M at 40 GiB: auto offloads what fits without"; }
+    # tiny GPT-2 on the CPU target at budgets where auto offloads: the programs (poisoned) train as the plain one
+    compile t_ref --recompute none
+    run t_ref --steps 4 >ref.txt
+    for m in 2500000 2000000; do
+        "$gc" "$graph" --config tiny --target cpu --mem $m --emit plan-text | grep '^strategy' >s.txt || fail "--mem $m"
+        grep -q '| offload ' s.txt || { cat s.txt; fail "--mem $m: expected offload (the test needs it)"; }
+        compile t_m --mem $m --poison
+        run t_m --steps 4 >m.txt
+        same "auto --mem $m ($(sed 's/.*micro-batch[es]* | //; s/ | predicted.*//' s.txt))" ref.txt m.txt
+    done
+    # the sweep shows the offloading points (text: a column; SVG: a green ring)
+    "$gc" "$graph" --config tiny --target cpu --emit budget-sweep >sweep.txt || fail "budget-sweep"
+    awk 'NR > 2 { print $(NF-2) }' sweep.txt | sort | uniq -c
+    awk 'NR > 2 && $(NF-2) != "none" { n++ } END { exit !(n > 0) }' sweep.txt || { cat sweep.txt; fail "no offloading point in the sweep"; }
+    "$gc" "$graph" --config tiny --target cpu --emit budget-sweep -o sweep.svg || fail "budget-sweep svg"
+    grep -q 'stroke="#2ca02c"' sweep.svg || fail "sweep.svg: no offload marker"
     ;;
 refuse) # what is not built says so, with one line
     "$gc" "$graph" --config tiny --target cuda --precision bf16 --offload opt --emit plan-text >/dev/null 2>err.txt &&
