@@ -390,7 +390,10 @@ void emit_kernel_call(FILE *f, const Graph *g, const Op *op)
     }
     case OP_PREFETCH: {  /* host region -> device */
         int slot = (int)op->attr[0], w = g->t[op->in[0]].producer;
-        if (op->phase == PH_OPT) {   /* the weights a host update wrote, after it on its stream */
+        if (slot < 0) {              /* host-cast bf16 weights to the device: once the host wrote the masters */
+            copy_head(f, g, op->out[0], op->in[0]);
+            fprintf(f, "GC_COPY_NOW, -1, -1);\n");
+        } else if (op->phase == PH_OPT) {   /* the weights a host update wrote, after it on its stream */
             fprintf(f, "if (!ctx->norm_pass) ");
             copy_head(f, g, op->out[0], op->in[0]);
             fprintf(f, "GC_COPY_UPDATE, %d, -1);\n", slot);
@@ -849,6 +852,8 @@ void emit_program_struct(FILE *f, const Graph *g, const EmitOptions *opt)
         fprintf(f, "    .copy_slots = %d,\n", g->copy_slots);
     if (optstate_host_bytes(g))
         fprintf(f, "    .optstate_host_bytes = %zuu,\n", optstate_host_bytes(g));
+    if (g->nparams && g->t[g->params[0]].region == RG_HOST)   /* bf16 offload: the masters on the host */
+        fprintf(f, "    .masters_host_off = %zuu,\n", g->t[g->params[0]].offset);
     if (opt->device_peak_flops > 0)   /* gcompile --device: MFU's default peak */
         fprintf(f, "    .peak_flops = %.6e,\n    .peak_device = \"%s\",\n", opt->device_peak_flops, opt->device);
     if (nupd_grads)
@@ -866,7 +871,7 @@ void emit_each_ew(FILE *f, const Graph *g, void (*define)(FILE *, const Graph *,
     int nseen = 0;
     for (int k = 0; k < g->nsched; k++) {
         const Op *op = &g->ops[g->sched[k]];
-        if (op_info[op->kind].cls != OPC_EW)
+        if (op_info[op->kind].cls != OPC_EW || op_off_device(g, op))   /* the host cast is no kernel */
             continue;
         char name[64];
         ew_name(name, sizeof name, g, op);
@@ -981,6 +986,13 @@ void emit_step_body(FILE *f, const Graph *g, const EmitOptions *opt)
             fprintf(f, "/* in the multi-tensor update above */\n");
         else if (op->kind == OP_ADAMW || op->kind == OP_ADAMW_BF16)
             emit_update_group(f, g, k, op_update_group_len(g, k));
+        else if (op->kind == OP_COPY && op_off_device(g, op)) {   /* bf16 masters on the host: cast there */
+            fputs("gc_host_cast_bf16((uint16_t *)", f);
+            emit_tensor_ptr(f, g, op->out[0]);
+            fputs(", ", f);
+            emit_tensor_ptr(f, g, op->in[0]);
+            fprintf(f, ", %ldL);\n", g->t[op->in[0]].numel);
+        }
         else if (op_info[op->kind].cls == OPC_EW && (micro_acc_mask(g, op) & 1)) {
             Op twin = *op;
             twin.acc |= 1;

@@ -314,7 +314,7 @@ static void offload(FILE *f, const Graph *g, const EmitOptions *opt)
             opt_bytes += x->bytes;
         else if (x->first >= 0)
             act_bytes += x->bytes, nact++;
-        if (x->kind == TK_PARAM)
+        if (x->kind == TK_PARAM && x->dtype == DT_F32)   /* the masters (not bf16 copies) */
             params += x->numel;
     }
     fprintf(f, "offload: %s to host memory (host region %s)", offload_name(g->offload),

@@ -60,8 +60,9 @@ static void usage(FILE *f)
         "                         weighs none, opt, act and opt+act with recompute and\n"
         "                         micro-batches (the cost model prices the copies over\n"
         "                         PCIe and the host update); without --mem, none.\n"
-        "                         fp32 only (--precision bf16 refuses opt and act; auto\n"
-        "                         is none)\n"
+        "                         --precision bf16: the fp32 masters on the host, the\n"
+        "                         device keeps their bf16 copies; one device only yet\n"
+        "                         (--gpus N refuses opt and act, auto is none)\n"
         "      --search HOW       the budget search: fast (default) | exhaustive (plans\n"
         "                         every per-layer mode x micro-batch count with the real\n"
         "                         planner: 3^L x divisors of B plans, a reference for\n"
@@ -494,9 +495,10 @@ static int parse_args(int argc, char **argv, DriverOptions *o)
        forward), and tp's collectives would carry bf16 activations through
        the runtime's fp32 gc_allreduce/gc_allgather. */
     int bf16 = !strcmp(o->emit.precision, "bf16");
-    if (bf16 && o->offload > 0) {
-        fprintf(stderr, "gcompile: error: --offload %s with --precision bf16 is not implemented yet (the host "
-                "update would write the bf16 weight copies); use --precision fp32\n", offload_name(o->offload));
+    if (bf16 && o->offload > 0 && o->gpus > 1) {
+        fprintf(stderr, "gcompile: error: --offload %s with --precision bf16 and --gpus %d is not implemented yet "
+                "(one device offloads bf16 programs); use --gpus 1, or --precision fp32\n", offload_name(o->offload),
+                o->gpus);
         return 1;
     }
     if (bf16 && o->split.kind == SPLIT_AUTO) {

@@ -586,7 +586,7 @@ Search *search_open(Ast *ast, const DriverOptions *o)
     s->B = graph_dim(g, "B") > 0 ? graph_dim(g, "B") : 1;
     /* the offload choices: the one given, or under auto all of them (act needs two layers) */
     int modes[4] = {o->offload > 0 ? o->offload : OFFLOAD_NONE}, nmodes = 1;
-    if (o->offload < 0 && strcmp(o->emit.precision, "bf16")) {   /* bf16: not offloaded yet */
+    if (o->offload < 0 && (strcmp(o->emit.precision, "bf16") || o->gpus <= 1)) {   /* bf16 split: not offloaded yet */
         modes[nmodes++] = OFFLOAD_OPT;
         if (s->nlayers >= 2) {
             modes[nmodes++] = OFFLOAD_ACT;

@@ -351,9 +351,9 @@ int op_launches(const Graph *g, const Op *op, size_t ws);
  * copy. */
 int op_param_refresh(const Graph *g, const Op *op);
 /* 1 for an op that runs on the host or a copy engine, not as a kernel: the
- * copies of the offload levers, their waits, and an update on host tensors
- * (passes/offload.c). No launches, no device bytes (the cost model prices
- * the transfers and the host update apart). */
+ * copies of the offload levers, their waits, an update on host tensors and
+ * the host cast of bf16 masters (passes/offload.c). No launches, no device
+ * bytes (the cost model prices the transfers and the host update apart). */
 int op_off_device(const Graph *g, const Op *op);
 /* Optimizer updates run as one multi-tensor launch per group: consecutive
  * updates (adamw, adamw_bf16) in the schedule with the same `layer` (the

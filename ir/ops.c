@@ -598,6 +598,8 @@ int op_off_device(const Graph *g, const Op *op)
 {
     if (op->kind == OP_OFFLOAD || op->kind == OP_PREFETCH || op->kind == OP_COPY_WAIT)
         return 1;
+    if (op->kind == OP_COPY && g->t[op->in[0]].region == RG_HOST)   /* the host cast of bf16 masters */
+        return 1;
     return (op->kind == OP_ADAMW || op->kind == OP_ADAMW_BF16) && g->t[op->in[0]].region == RG_HOST;
 }
 
@@ -668,12 +670,13 @@ int op_launches(const Graph *g, const Op *op, size_t ws)
 
 int op_param_refresh(const Graph *g, const Op *op)
 {
-    if (op->kind == OP_OFFLOAD)   /* weights into their host master (passes/offload.c) */
+    if (op->kind == OP_OFFLOAD || op->kind == OP_PREFETCH)   /* a copy without a slot (passes/offload.c) */
         return op->attr[0] < 0;
     if (op->kind != OP_COPY)
         return 0;
-    const Tensor *in = &g->t[op->in[0]], *out = &g->t[op->out[0]];
-    return in->region == RG_PARAMS && out->region == RG_PARAMS && in->kind == TK_PARAM && out->kind == TK_PARAM;
+    const Tensor *in = &g->t[op->in[0]], *out = &g->t[op->out[0]];   /* on the host with the optimizer offloaded */
+    return (in->region == RG_PARAMS || in->region == RG_HOST) && (out->region == RG_PARAMS || out->region == RG_HOST) &&
+           in->kind == TK_PARAM && out->kind == TK_PARAM;
 }
 
 static int is_update(const Op *op) { return op->kind == OP_ADAMW || op->kind == OP_ADAMW_BF16; }

@@ -16,8 +16,9 @@
  *
  * The host region (RG_HOST, passes/offload.c) is both: its persistent roots
  * (tensor_persistent: the moments in optstate's order, so that its first
- * bytes are laid out as an optstate region would be, then the masters and
- * gradient copies) packed from offset 0, then, from the next ALIGN boundary,
+ * bytes are laid out as an optstate region would be, then parameters that
+ * live there (the fp32 masters of --precision bf16) in declaration order,
+ * then the other masters and gradient copies) packed from offset 0, then, from the next ALIGN boundary,
  * its other roots (activation copies) placed by the same best-fit placer as
  * the arena, by liveness; no in-place reuse there. Its lower bound is the
  * persistent bytes plus the largest live total of the others.
@@ -72,6 +73,8 @@ static size_t plan_persistent(Graph *g, char *placed)
         for (int i = 0; i < g->nparams; i++)
             pack(g, g->t[g->params[i]].opt_v, (Region)r, placed, &end[r]);
     }
+    for (int i = 0; i < g->nparams; i++)   /* masters on the host (bf16 offload): llm.c's layout too */
+        pack(g, g->params[i], RG_HOST, placed, &end[RG_HOST]);
     for (int i = 0; i < g->nt; i++) {
         pack(g, i, RG_GRADS, placed, &end[RG_GRADS]);
         pack(g, i, RG_OPTSTATE, placed, &end[RG_OPTSTATE]);

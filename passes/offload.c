@@ -145,16 +145,22 @@ static void rebuild(Graph *g, Plan *p, const List *head)
 typedef struct Touch { int pos; size_t lo, hi; } Touch;
 typedef struct Touches { Touch *v; int n, cap; } Touches;
 
+/* The weights an update leaves on the device: the parameter (fp32), or its
+ * bf16 copy (adamw_bf16's input 4). */
+static int device_weights(const Op *u) { return u->kind == OP_ADAMW_BF16 ? u->in[4] : u->in[0]; }
+
+static int is_update(const Op *o) { return o->kind == OP_ADAMW || o->kind == OP_ADAMW_BF16; }
+
 static Touches *weight_touches(const Graph *g, const int *root, const size_t *roff)
 {
     Touches *tt = xcalloc((size_t)g->nt, sizeof *tt);
     char *want = xcalloc((size_t)g->nt, 1);
     for (int k = 0; k < g->nsched; k++)
-        if (g->ops[g->sched[k]].kind == OP_ADAMW)
-            want[root[g->ops[g->sched[k]].in[0]]] = 1;
+        if (is_update(&g->ops[g->sched[k]]))
+            want[root[device_weights(&g->ops[g->sched[k]])]] = 1;
     for (int k = 0; k < g->nsched; k++) {
         const Op *o = &g->ops[g->sched[k]];
-        for (int i = 0; o->kind != OP_ADAMW && i < o->nin + o->nout; i++) {
+        for (int i = 0; !is_update(o) && i < o->nin + o->nout; i++) {
             int t = i < o->nin ? o->in[i] : o->out[i - o->nin];
             Touches *x = &tt[root[t]];
             if (!want[root[t]])
@@ -186,6 +192,60 @@ static int next_touch(const Touches *tt, int r, size_t lo, size_t hi, int from, 
     return none;
 }
 
+/* --precision bf16: the host copy (bf16, persistent) of the device's bf16
+ * weight root r, made on first use (hcopy[r], -1: none yet). */
+static int host_copy_root(Graph *g, int r, int *hcopy)
+{
+    if (hcopy[r] < 0)
+        hcopy[r] = like(g, r, "host.", RG_HOST, TK_PARAM);
+    return hcopy[r];
+}
+
+/* The view of host root h at byte offset off with t's shape. */
+static int host_view(Graph *g, int h, size_t off, int t)
+{
+    Tensor x = g->t[t];
+    char *name = cat("host.", x.name, "");
+    int v = graph_add_tensor(g, name, x.dtype, x.rank, x.shape, TK_PARAM, x.loc);
+    free(name);
+    g->t[v].region = RG_HOST;
+    g->t[v].view_of = h;
+    g->t[v].view_offset = off;
+    return v;
+}
+
+/* --precision bf16: the fp32 masters move to the host (the device keeps
+ * their bf16 copies); the casts that refresh the copies when the host wrote
+ * the masters (precision.c, phase params) cast on the host into the copies'
+ * host roots, each followed by a copy of its root to the device. */
+static void bf16_masters(Graph *g, Plan *p, const int *root, const size_t *roff, int *hcopy, int nt0)
+{
+    char *master = xcalloc((size_t)nt0, 1);
+    for (int k = 0; k < p->nsched; k++)
+        if (g->ops[g->sched[k]].kind == OP_ADAMW_BF16)
+            master[root[g->ops[g->sched[k]].in[0]]] = 1;
+    for (int t = nt0 - 1; t >= 0; t--)
+        if (master[root[t]])
+            g->t[t].region = RG_HOST;
+    for (int k = 0; k < p->nsched; k++) {
+        Op *c = &g->ops[g->sched[k]];
+        if (c->kind != OP_COPY || c->out[0] >= nt0 || !master[root[c->in[0]]] || !op_param_refresh(g, c))
+            continue;
+        int dev = c->out[0], id = c->id;
+        if (roff[dev] != 0 || root[dev] != dev)
+            IR_BUG("offload: the cast %s writes part of %s", c->name, g->t[root[dev]].name);
+        int h = host_copy_root(g, dev, hcopy);
+        graph_unlink_op(g, id);
+        g->ops[id].out[0] = h;
+        graph_link_op(g, id);
+        g->t[h].producer = id;
+        int pf = add_copy(g, OP_PREFETCH, h, dev, -1, PH_FWD, g->ops[id].layer, 0);
+        g->t[dev].producer = pf;
+        push(&p->after[k], pf);
+    }
+    free(master);
+}
+
 static void offload_opt(Graph *g, Plan *p, List *head, int *slot)
 {
     int nt0 = g->nt;
@@ -195,6 +255,10 @@ static void offload_opt(Graph *g, Plan *p, List *head, int *slot)
     for (int t = nt0 - 1; t >= 0; t--)    /* the moments and their views (roots last) to the host */
         if (g->t[root[t]].region == RG_OPTSTATE && g->t[root[t]].kind == TK_OPTSTATE)
             g->t[t].region = RG_HOST;
+    int *hcopy = xmalloc((size_t)nt0 * sizeof *hcopy);
+    for (int t = 0; t < nt0; t++)
+        hcopy[t] = -1;
+    bf16_masters(g, p, root, roff, hcopy, nt0);
     List pending = {0};                   /* the waits of the last group's gradient copies */
     for (int k = 0; k < p->nsched; k++) {
         int n = op_update_group_len(g, k);
@@ -205,20 +269,24 @@ static void offload_opt(Graph *g, Plan *p, List *head, int *slot)
         pending.n = 0;
         for (int j = k; j < k + n; j++) {
             const Op *u = &g->ops[g->sched[j]];
-            int w = u->in[0], gd = u->in[1], layer = u->layer, id = u->id;
-            if (u->kind != OP_ADAMW)
-                IR_BUG("offload: update %s is %s", u->name, op_info[u->kind].name);
-            int hp = like(g, w, "master.", RG_HOST, TK_PARAM), hg = like(g, gd, "host.", RG_HOST, TK_GRAD);
+            int bf16 = u->kind == OP_ADAMW_BF16, w = u->in[0], gd = u->in[1], dev = device_weights(u);
+            int layer = u->layer, id = u->id;
+            /* hp: the host tensor the update writes that the device reads a copy of: the master (fp32; a
+               new one, refreshed from the weights when the host writes them), or the host bf16 copy */
+            int hp = bf16 ? host_view(g, host_copy_root(g, root[dev], hcopy), roff[dev], dev)
+                          : like(g, w, "master.", RG_HOST, TK_PARAM);
+            int hg = like(g, gd, "host.", RG_HOST, TK_GRAD);
             g->t[hp].rank_stride = g->t[hg].rank_stride = 0;   /* this rank's own */
             int s_g = (*slot)++, s_p = (*slot)++;
-            push(head, add_copy(g, OP_OFFLOAD, w, hp, -1, PH_FWD, layer, 0));        /* the refresh */
+            if (!bf16)
+                push(head, add_copy(g, OP_OFFLOAD, w, hp, -1, PH_FWD, layer, 0));    /* the refresh */
             push(&p->before[k], add_copy(g, OP_OFFLOAD, gd, hg, s_g, PH_OPT, layer, 0));
-            push(&p->after[k + n - 1], add_copy(g, OP_PREFETCH, hp, w, s_p, PH_OPT, layer, 1));
+            push(&p->after[k + n - 1], add_copy(g, OP_PREFETCH, hp, dev, s_p, PH_OPT, layer, 1));
             push(&pending, add_wait(g, gd, hg, s_g, PH_OPT, layer));
-            int at = next_touch(tt, root[w], roff[w], roff[w] + g->t[w].bytes, k + n - 1, p->nsched);
-            push(&p->before[at], add_wait(g, w, hp, s_p, PH_OPT, layer));
+            int at = next_touch(tt, root[dev], roff[dev], roff[dev] + g->t[dev].bytes, k + n - 1, p->nsched);
+            push(&p->before[at], add_wait(g, dev, hp, s_p, PH_OPT, layer));
             graph_unlink_op(g, id);
-            g->ops[id].in[0] = hp;
+            g->ops[id].in[bf16 ? 4 : 0] = hp;
             g->ops[id].in[1] = hg;
             graph_link_op(g, id);
         }
@@ -226,6 +294,7 @@ static void offload_opt(Graph *g, Plan *p, List *head, int *slot)
     for (int i = 0; i < pending.n; i++)
         push(&p->before[p->nsched], pending.v[i]);
     free(pending.v);
+    free(hcopy);
     for (int t = 0; t < nt0; t++)
         free(tt[t].v);
     free(tt);

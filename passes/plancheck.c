@@ -46,7 +46,8 @@
  *      g->copy_slots, each slot once) has one copy_wait of that slot later in
  *      the schedule, on its device and host tensors, run in the same part of
  *      the step (fwd, bwd, opt, or the params refresh); a copy without one
- *      (slot -1) is a refresh: weights into their host master. Between a
+ *      (slot -1) is a refresh of weights (into their host master, or a
+ *      host-cast bf16 copy to the device), on the compute stream. Between a
  *      copy and its wait (the copy is in flight) no op writes its source's
  *      bytes, and none reads or writes its destination's bytes, but the ops
  *      that wait for the copy themselves: the host update of a gradient copy
@@ -679,7 +680,8 @@ static int is_copy(const Op *op) { return op->kind == OP_OFFLOAD || op->kind == 
 
 static int is_host_update(const Graph *g, const Op *op)
 {
-    return (op->kind == OP_ADAMW || op->kind == OP_ADAMW_BF16) && g->t[op->in[0]].region == RG_HOST;
+    return ((op->kind == OP_ADAMW || op->kind == OP_ADAMW_BF16) && g->t[op->in[0]].region == RG_HOST) ||
+           (op->kind == OP_COPY && g->t[op->in[0]].region == RG_HOST);   /* the host cast of bf16 masters */
 }
 
 /* The part of the step an op runs in, as the emitted step gates it: 1 fwd,
@@ -767,9 +769,9 @@ static int check_copies(const Graph *g, const Memo *m, char *err, size_t errlen)
         else if (in->bytes != out->bytes || in->dtype != out->dtype)
             rc = fail(err, errlen, "%s %s at step %d: %s and %s differ in bytes or dtype", op_info[op->kind].name,
                       op->name, s, in->name, out->name);
-        else if (slot < 0 && !(to_host && out->kind == TK_PARAM))
-            rc = fail(err, errlen, "%s %s at step %d has no slot but is no refresh of a host master",
-                      op_info[op->kind].name, op->name, s);
+        else if (slot < 0 && !(out->kind == TK_PARAM && in->kind == TK_PARAM))
+            rc = fail(err, errlen, "%s %s at step %d has no slot but is no refresh of weights", op_info[op->kind].name,
+                      op->name, s);
         else if (slot >= nslots || (slot >= 0 && copy_at[slot] >= 0))
             rc = fail(err, errlen, "%s %s at step %d: slot %d out of range or used twice", op_info[op->kind].name,
                       op->name, s, slot);
@@ -813,7 +815,8 @@ static int check_copies(const Graph *g, const Memo *m, char *err, size_t errlen)
                 if (!(hits[h].lo < hi && lo < hits[h].hi) || (side == 0 && !hits[h].write))
                     continue;
                 const Op *o = &g->ops[g->sched[hits[h].step]];
-                int waits = side && ((is_host_update(g, o) && o->in[1] == t) || (o->kind == OP_PREFETCH && o->in[0] == t));
+                int waits = side && ((is_host_update(g, o) && o->nin > 1 && o->in[1] == t) ||
+                                     (o->kind == OP_PREFETCH && o->in[0] == t));
                 if (!waits && o->kind != OP_COPY_WAIT) {
                     rc = fail(err, errlen, "op %s at step %d %s %s while copy %s (slot %d, steps %d..%d) is in "
                               "flight", o->name, hits[h].step, side ? "uses" : "writes", g->t[t].name, c->name, k,

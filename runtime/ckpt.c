@@ -169,6 +169,32 @@ static void prune(const char *dir, long keep)
     free(md);
 }
 
+void gcrt_params_put(gcrt_run *st, const float *params)
+{
+    const gc_program *p = st->prog;
+    size_t n = (size_t)p->nparam_elems * 4;
+    if (p->masters_host_off) {   /* bf16 offload: the masters on the host, the device their bf16 copies */
+        gc_device_sync();
+        memcpy(st->ctx.region[GC_REGION_HOST] + p->masters_host_off, params, n);
+    } else {
+        gc_device_upload(st->ctx.region[GC_REGION_PARAMS], params, n);
+    }
+    p->run(&st->ctx, GC_PHASE_PARAMS);
+    gc_device_sync();
+}
+
+void gcrt_params_get(gcrt_run *st, float *params)
+{
+    const gc_program *p = st->prog;
+    size_t n = (size_t)p->nparam_elems * 4;
+    if (p->masters_host_off) {
+        gc_device_sync();        /* the host updates of the step are done */
+        memcpy(params, st->ctx.region[GC_REGION_HOST] + p->masters_host_off, n);
+    } else {
+        gc_device_download(params, st->ctx.region[GC_REGION_PARAMS], n);
+    }
+}
+
 void gcrt_optstate_get(gcrt_run *st, void *dst)
 {
     const gc_program *p = st->prog;
@@ -201,7 +227,7 @@ static int download_state(gcrt_run *st, void *optstate)
         if (gcrt_download_shards(st))
             return 1;
     } else if (p->nparam_elems) {
-        gc_device_download(st->params, st->ctx.region[GC_REGION_PARAMS], (size_t)p->nparam_elems * 4);
+        gcrt_params_get(st, st->params);
     }
     if (!nos)
         return 0;
@@ -342,7 +368,7 @@ int gcrt_save_final(gcrt_run *st)
         if (gcrt_download_shards(st))
             return 1;
     } else if (p->nparam_elems) {
-        gc_device_download(st->params, st->ctx.region[GC_REGION_PARAMS], (size_t)p->nparam_elems * 4);
+        gcrt_params_get(st, st->params);
     }
     if (st->ctx.rank != 0)                     /* split programs: rank 0 writes */
         return 0;

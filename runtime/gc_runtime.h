@@ -219,11 +219,16 @@ void gc_update_apply(const gc_adamw_tensor *u, int n, const struct gc_ctx *ctx);
  * (gc_host_update) runs it on either target. */
 void gc_host_adamw(float *p, const float *g, float *m, float *v, long n, float lr, float beta1, float beta2,
                    float eps, float wd, int t);
-/* (host_adamw.c) The host update of u[0..n) (host pointers, pcopy NULL):
- * each gradient multiplied by grad_scale first when it is neither 0 nor 1
- * (as gc_update_apply does on the device), then gc_host_adamw. */
+/* (host_adamw.c) The host update of u[0..n) (host pointers): each gradient
+ * multiplied by grad_scale first when it is neither 0 nor 1 (as
+ * gc_update_apply does on the device), then gc_host_adamw, then, when pcopy
+ * is set (--precision bf16), the new weights rounded to bf16 into it. */
 void gc_host_update_apply(const gc_adamw_tensor *u, int n, float lr, float beta1, float beta2, float eps, int t,
                           float grad_scale);
+/* (host_adamw.c) out[0..n) = in[0..n) rounded to bf16 (nearest even, NaN
+ * kept a NaN: what __float2bfloat16 does), on host memory; out holds the
+ * bf16 bit patterns. */
+void gc_host_cast_bf16(uint16_t *out, const float *in, long n);
 
 /* Fill `bytes` bytes at p with quiet NaNs (debug builds: end of a lifetime). */
 void gc_poison(void *p, size_t bytes);
@@ -537,6 +542,11 @@ typedef struct gc_program {
      * region (the training state reads and writes them there); 0 otherwise */
     int copy_slots;
     size_t optstate_host_bytes;
+    /* --precision bf16 with the optimizer offloaded: the fp32 master weights
+       live in the host region at this byte offset (llm.c's layout), the
+       params region holds the bf16 copies only; 0 otherwise (the masters are
+       the params region's first bytes) */
+    size_t masters_host_off;
 } gc_program;
 
 /* The emitted program's main(): parses flags (--help lists them), allocates

@@ -531,6 +531,12 @@ int gcrt_ckpt_write(gcrt_run *st, long step);
 int gcrt_ckpt_resume(gcrt_run *st, int *found);
 /* --save: the trained parameters as an llm.c model file; 0 or exit status 1. */
 int gcrt_save_final(gcrt_run *st);
+/* The whole fp32 parameters between st->params and where the program keeps
+ * its masters (the params region, or the host region with bf16 offload),
+ * then (put) the phase that derives the rest from them (GC_PHASE_PARAMS:
+ * bf16 copies, host masters). Not for zero3 or tp (gcrt_upload_shards). */
+void gcrt_params_put(gcrt_run *st, const float *params);
+void gcrt_params_get(gcrt_run *st, float *params);
 /* This rank's moments (gcrt_optstate_local_bytes) into dst, from the
  * device or the host region; and back from src. */
 void gcrt_optstate_get(gcrt_run *st, void *dst);

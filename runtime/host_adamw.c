@@ -6,8 +6,10 @@
  * gcrt_host).
  */
 #include <math.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #if defined(__x86_64__) && defined(__GNUC__)
 #include <immintrin.h>
 #elif defined(__SSE2__)
@@ -133,14 +135,27 @@ void gc_host_adamw(float *p, const float *g, float *m, float *v, long n, float l
 }
 
 
+static uint16_t bf16_of(float f)
+{
+    uint32_t u;
+    memcpy(&u, &f, 4);
+    if ((u & 0x7fffffffu) > 0x7f800000u)   /* NaN: a quiet NaN of the same sign */
+        return (uint16_t)((u >> 16) | 0x40);
+    u += 0x7fffu + ((u >> 16) & 1u);        /* round to nearest even */
+    return (uint16_t)(u >> 16);
+}
+
+void gc_host_cast_bf16(uint16_t *out, const float *in, long n)
+{
+    #pragma omp parallel for schedule(static) if (n >= (1L << 16))
+    for (long i = 0; i < n; i++)
+        out[i] = bf16_of(in[i]);
+}
+
 void gc_host_update_apply(const gc_adamw_tensor *u, int n, float lr, float beta1, float beta2, float eps, int t,
                           float grad_scale)
 {
     for (int i = 0; i < n; i++) {
-        if (u[i].pcopy) {
-            fprintf(stderr, "%s:%d: internal error: a bf16 weight copy in a host update\n", __FILE__, __LINE__);
-            exit(1);
-        }
         float *g = (float *)u[i].g;
         if (grad_scale != 0.0f && grad_scale != 1.0f) {   /* as gc_device_scale, on the host copy */
             #pragma omp parallel for schedule(static)
@@ -148,5 +163,7 @@ void gc_host_update_apply(const gc_adamw_tensor *u, int n, float lr, float beta1
                 g[k] *= grad_scale;
         }
         gc_host_adamw(u[i].p, g, u[i].m, u[i].v, u[i].n, lr, beta1, beta2, eps, u[i].wd, t);
+        if (u[i].pcopy)   /* --precision bf16: the weights the device reads, rounded */
+            gc_host_cast_bf16((uint16_t *)u[i].pcopy, u[i].p, u[i].n);
     }
 }

@@ -246,9 +246,20 @@ auto)   # --offload auto (the default under --mem): the search weighs offload wi
     grep -q 'stroke="#2ca02c"' sweep.svg || fail "sweep.svg: no offload marker"
     ;;
 refuse) # what is not built says so, with one line
-    "$gc" "$graph" --config tiny --target cuda --precision bf16 --offload opt --emit plan-text >/dev/null 2>err.txt &&
-        fail "bf16 offload accepted"
-    grep -q 'not implemented yet' err.txt || { cat err.txt; fail "bf16: $(cat err.txt)"; }
+    "$gc" "$graph" --config tiny --target cuda --precision bf16 --gpus 2 --offload opt --emit plan-text >/dev/null 2>err.txt &&
+        fail "bf16 offload under --gpus 2 accepted"
+    grep -q 'not implemented yet' err.txt || { cat err.txt; fail "bf16 --gpus 2: $(cat err.txt)"; }
+    # bf16 on one device: the masters on the host, the device their bf16 copies (2 bytes per parameter)
+    "$gc" "$graph" --config tiny --target cuda --precision bf16 --offload opt --emit plan -o bf16.json || fail "bf16 offload"
+    python3 - bf16.json <<'EOF' || fail "bf16 offload plan"
+import json, sys
+p = json.load(open(sys.argv[1]))
+regs = {r["name"]: r["bytes"] for r in p["regions"]}
+masters = [t for t in p["tensors"] if t["region"] == "host" and t["kind"] == "param" and t["dtype"] == "f32" and t["view_of"] is None]
+n = sum(t["bytes"] for t in masters) // 4
+assert n > 0 and regs["params"] == 2 * n and regs["optstate"] == 0, (regs, n)
+print("bf16 offload: %d parameters, params region %d bytes (bf16 copies), host %d bytes" % (n, regs["params"], regs["host"]))
+EOF
     "$gc" "$graph" --config tiny --target cpu --offload sideways --emit plan-text >/dev/null 2>err.txt && fail "bad --offload accepted"
     grep -q "^gcompile: error: --offload must be" err.txt || { cat err.txt; fail "bad --offload message"; }
     "$gc" --help | grep -q -- "--offload WHAT" || fail "--help does not list --offload"
