@@ -28,7 +28,7 @@
  * params, like precision.c's casts; op_param_refresh). The copies of one
  * step are numbered (attr slot); on CUDA the runtime runs them on copy
  * streams with events and the host update as a host function after its
- * gradients' copies (runtime/offload notes in gc_runtime.h), so transfers
+ * gradients' copies (gc_runtime.h, "Host offload"), so transfers
  * and the CPU update overlap the backward; on the CPU target every op runs
  * at once, in schedule order: the same arithmetic as without offload, other
  * memory, bit-identical losses.
@@ -36,11 +36,18 @@
  * The host gradient copies and masters are persistent (the update runs
  * asynchronously, some time before the step ends), so the host region holds
  * 16 bytes per parameter (4 each: master, gradient, two moments) of this
- * rank's updates.
+ * rank's updates. With --precision bf16 the masters themselves move to the
+ * host and the update writes a host bf16 copy that is prefetched instead
+ * (bf16_masters).
+ *
+ * Activation offload (OFFLOAD_ACT, kept_activations): an activation kept
+ * from the forward to the backward is offloaded after its last forward use
+ * and prefetched into a new arena tensor when the backward of the layer
+ * above starts (double buffering), its backward readers reading that.
  *
  * Run after pass_schedule (and pass_workspace), before liveness. The
  * search calls it with the levers it weighs; plancheck's rule 9 checks the
- * copies independently.
+ * copies independently. docs/offload.md.
  */
 #include <string.h>
 
@@ -344,7 +351,9 @@ static int kept_cmp(const void *a, const void *b)
  * the backward of layer l+1 starts after the forward is done with them:
  * offloading one frees its bytes from its forward's end to layer l+1's
  * backward, and prefetching it when that backward starts keeps at most two
- * layers' prefetched tensors on the device (double buffering). start[l]
+ * layers' prefetched tensors on the device (double buffering). Not one that
+ * a view op of the backward names (the view would keep its bytes: its
+ * readers are rewired through clones of the forward's views only). start[l]
  * gets the first step of layer l's backward (-1: none). Returns the count. */
 static int kept_activations(const Graph *g, const int *root, Kept *kept, int *start, int nlayers)
 {
@@ -352,6 +361,7 @@ static int kept_activations(const Graph *g, const int *root, Kept *kept, int *st
     int *layer = xmalloc((size_t)g->nt * sizeof *layer);
     for (int t = 0; t < g->nt; t++)
         last_fwd[t] = first_bwd[t] = layer[t] = -1;
+    char *viewed = xcalloc((size_t)g->nt, 1);
     for (int l = 0; l < nlayers; l++)
         start[l] = -1;
     for (int k = 0; k < g->nsched; k++) {
@@ -359,8 +369,11 @@ static int kept_activations(const Graph *g, const int *root, Kept *kept, int *st
         int bwd = op->phase == PH_BWD || op->phase == PH_RECOMPUTE;
         if (bwd && op->layer >= 0 && op->layer < nlayers && start[op->layer] < 0)
             start[op->layer] = k;
-        if (op_info[op->kind].cls == OPC_VIEW)
+        if (op_info[op->kind].cls == OPC_VIEW) {
+            for (int i = 0; bwd && i < op->nin; i++)
+                viewed[root[op->in[i]]] = 1;
             continue;
+        }
         for (int i = 0; i < op->nin + op->nout; i++) {
             int r = root[i < op->nin ? op->in[i] : op->out[i - op->nin]];
             if (op->phase == PH_FWD)
@@ -373,7 +386,7 @@ static int kept_activations(const Graph *g, const int *root, Kept *kept, int *st
     for (int t = 0; t < g->nt; t++) {
         const Tensor *x = &g->t[t];
         int l = layer[t];
-        if (x->view_of >= 0 || x->region != RG_ARENA || x->kind != TK_ACTIVATION || t == root[g->loss] ||
+        if (x->view_of >= 0 || x->region != RG_ARENA || x->kind != TK_ACTIVATION || t == root[g->loss] || viewed[t] ||
             (g->sample_logits >= 0 && t == root[g->sample_logits]) || x->producer < 0 ||
             g->ops[x->producer].phase != PH_FWD || last_fwd[t] < 0 || first_bwd[t] < 0 || l < 0 ||
             l + 1 >= nlayers || start[l + 1] < 0 || !(last_fwd[t] < start[l + 1] && start[l + 1] < first_bwd[t]))
@@ -383,6 +396,7 @@ static int kept_activations(const Graph *g, const int *root, Kept *kept, int *st
     free(last_fwd);
     free(first_bwd);
     free(layer);
+    free(viewed);
     qsort(kept, (size_t)n, sizeof *kept, kept_cmp);
     return n;
 }
@@ -402,6 +416,21 @@ static void offload_act(Graph *g, Plan *p, int *slot)
     for (int k = 0; k < p->nsched && first_bwd == p->nsched; k++)
         if (g->ops[g->sched[k]].phase != PH_FWD && g->ops[g->sched[k]].phase != PH_COMM)
             first_bwd = k;
+    List *readers = xcalloc((size_t)nt0, sizeof *readers);   /* per kept root: its backward readers */
+    char *is_kept = xcalloc((size_t)nt0, 1);
+    for (int i = 0; i < n; i++)
+        is_kept[kept[i].root] = 1;
+    for (int k = 0; k < p->nsched; k++) {
+        const Op *op = &g->ops[g->sched[k]];
+        if (op->phase != PH_BWD && op->phase != PH_RECOMPUTE)
+            continue;
+        for (int j = 0; j < op->nin; j++)
+            if (is_kept[root[op->in[j]]] && (j == 0 || root[op->in[j]] != root[op->in[j - 1]])) {
+                List *r = &readers[root[op->in[j]]];
+                if (!r->n || r->v[r->n - 1] != op->id)
+                    push(r, op->id);
+            }
+    }
     List pending = {0};
     for (int i = 0; i < n; i++) {
         const Kept *c = &kept[i];
@@ -414,15 +443,8 @@ static void offload_act(Graph *g, Plan *p, int *slot)
         int xh = like(g, x, "host.", RG_HOST, TK_ACTIVATION), xd = like(g, x, "pf.", RG_ARENA, TK_ACTIVATION);
         int s_o = (*slot)++, s_p = (*slot)++;
         /* the backward's readers of x (or of views of it) read the prefetched copy */
-        for (int k = c->first_bwd; k < p->nsched; k++) {
-            Op *op = &g->ops[g->sched[k]];
-            if (op->phase != PH_BWD && op->phase != PH_RECOMPUTE)
-                continue;
-            int hit = 0;
-            for (int j = 0; j < op->nin && !hit; j++)
-                hit = op->in[j] < nt0 && root[op->in[j]] == x;
-            if (!hit)
-                continue;
+        for (int q = 0; q < readers[x].n; q++) {
+            Op *op = &g->ops[readers[x].v[q]];
             graph_unlink_op(g, op->id);
             for (int j = 0; j < op->nin; j++)
                 if (op->in[j] < nt0 && root[op->in[j]] == x)
@@ -437,6 +459,10 @@ static void offload_act(Graph *g, Plan *p, int *slot)
     for (int j = 0; j < pending.n; j++)
         push(&p->before[first_bwd], pending.v[j]);
     free(pending.v);
+    for (int t = 0; t < nt0; t++)
+        free(readers[t].v);
+    free(readers);
+    free(is_kept);
     free(clone);
     free(start);
     free(kept);

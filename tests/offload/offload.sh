@@ -205,6 +205,16 @@ EOF
             same "opt+act ${f:-fused-opt}" a.txt c.txt;;
         esac
     done
+    # models/llama.graph (GQA attention, SwiGLU, rmsnorm, rope): opt+act, fused-opt and full recompute
+    llama=$(dirname "$graph")/llama.graph
+    for f in "" "--recompute full"; do
+        # shellcheck disable=SC2086
+        "$gc" "$llama" --config tiny $L --target cpu $f -o l_a && "$gc" "$llama" --config tiny $L --target cpu $f \
+            --offload opt+act -o l_b || fail "llama $f"
+        run l_a --steps 4 >a.txt
+        run l_b --steps 4 >b.txt
+        same "llama opt+act ${f:-fused-opt}" a.txt b.txt
+    done
     ;;
 auto)   # --offload auto (the default under --mem): the search weighs offload with recompute and micro-batches
     # the figures: GPT-2 1558M at B=8 T=1024 in 12 GiB with the CUDA reserve (21.76 GiB without offload)
