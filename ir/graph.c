@@ -90,8 +90,8 @@ void graph_free(Graph *g)
     for (int i = 0; i < g->ndims; i++)
         free(g->dims[i].name);
     free(g->dims);
-    store_release(g->t, sizeof *g->t, IR_MAX_TENSORS);
-    store_release(g->ops, sizeof *g->ops, IR_MAX_OPS);
+    store_release(g->t, sizeof *g->t, IR_MAX_TENSORS, g->capt);
+    store_release(g->ops, sizeof *g->ops, IR_MAX_OPS, g->capops);
     for (int i = 0; g->psrc && i < g->nparams; i++) {
         free(g->psrc[i].name);
         for (int k = 0; k < g->psrc[i].nalts; k++)

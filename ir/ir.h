@@ -83,7 +83,8 @@ char *read_regular_file(const char *path, size_t limit, size_t *len, char *err, 
 void *store_reserve(size_t elem, size_t max);
 /* Makes elements [0, need) usable; *committed counts the usable ones. */
 void store_commit(void *base, size_t elem, size_t max, int *committed, int need);
-void store_release(void *base, size_t elem, size_t max);
+/* Gives the store back (committed: the elements store_commit made usable). */
+void store_release(void *base, size_t elem, size_t max, int committed);
 
 /* ---------------------------------------------------------------- ops.c (ops.def) */
 

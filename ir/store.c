@@ -68,12 +68,12 @@ void store_commit(void *base, size_t elem, size_t max, int *committed, int need)
     *committed = (int)(want / elem);
 }
 
-void store_release(void *base, size_t elem, size_t max)
+void store_release(void *base, size_t elem, size_t max, int committed)
 {
     if (!base)
         return;
-    size_t bytes = round_up(elem * max, page_size());
-    if (npool < POOL && mprotect(base, bytes, PROT_NONE) == 0) {
+    size_t bytes = round_up(elem * max, page_size()), used = round_up(elem * (size_t)committed, page_size());
+    if (npool < POOL && mprotect(base, used < bytes ? used : bytes, PROT_NONE) == 0) {   /* the rest is PROT_NONE */
         pool[npool].base = base;
         pool[npool++].bytes = bytes;
         return;
