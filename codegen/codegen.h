@@ -36,6 +36,9 @@ typedef struct EmitOptions {
     const char *device;
     double predicted_s, predicted_mfu;
     double predicted_norm_pass_s;   /* what train --grad-clip adds per step (StepCost.norm_pass_seconds) */
+    double predicted_update_floor_s;   /* StepCost.update_floor (the budget search's offload bound) */
+    /* host offload (passes/offload.c): StepCost's copies and host update */
+    double predicted_d2h_bytes, predicted_h2d_bytes, predicted_copy_s, predicted_host_update_s, predicted_exposed_s;
     /* --device given: its matmul peak (FLOP/s), baked into the program for
      * MFU; 0 when --device was not given */
     double device_peak_flops;

@@ -141,18 +141,52 @@ static void emit_update_tensor(FILE *f, const Graph *g, const Op *op)
     fprintf(f, "%ldL, %s},", g->t[op->in[0]].numel, op->attr[0] != 0 ? "ctx->weight_decay" : "0.0f");
 }
 
+/* An update's device tensor i (0: the weights, 1: the gradient): itself,
+ * or for a host update (passes/offload.c) the device tensor its host copy
+ * is copied from (the master's refresh, the gradient's offload). */
+static int update_device(const Graph *g, const Op *op, int i)
+{
+    int t = op->in[i], w = g->t[t].producer;
+    return g->t[t].region == RG_HOST && w >= 0 && g->ops[w].kind == OP_OFFLOAD ? g->ops[w].in[0] : t;
+}
+
+/* 1 for an update that runs on the host (--offload opt) */
+static int host_update(const Graph *g, const Op *op)
+{
+    return (op->kind == OP_ADAMW || op->kind == OP_ADAMW_BF16) && g->t[op->in[0]].region == RG_HOST;
+}
+
 /* tensor parallel: the update of a cut parameter (each rank its own part;
  * the others are alike on every rank) */
 static int update_is_cut(const Graph *g, const Op *op)
 {
-    return g->tp && g->t[graph_root(g, op->in[0], NULL)].tp_ranks > 0;
+    return g->tp && g->t[graph_root(g, update_device(g, op, 0), NULL)].tp_ranks > 0;
 }
 
 /* an update that reads its rank's share of a reduce-scattered gradient (zero) */
 static int update_reads_share(const Graph *g, const Op *op)
 {
-    int w = g->t[op->in[1]].producer;
+    int w = g->t[update_device(g, op, 1)].producer;
     return w >= 0 && g->ops[w].kind == OP_REDUCE_SCATTER;
+}
+
+/* "gc_copy(dst, src, bytes, " */
+static void copy_head(FILE *f, const Graph *g, int dst, int src)
+{
+    fputs("gc_copy(", f);
+    emit_tensor_ptr(f, g, dst);
+    fputs(", ", f);
+    emit_tensor_ptr(f, g, src);
+    fprintf(f, ", %zuu, ", g->t[src].bytes);
+}
+
+/* The host update that reads host gradient copy t (its only reader). */
+static const Op *reader_update(const Graph *g, int t)
+{
+    for (int i = 0; i < g->t[t].nconsumers; i++)
+        if (host_update(g, &g->ops[g->t[t].consumers[i]]))
+            return &g->ops[g->t[t].consumers[i]];
+    IR_BUG("host gradient %s: no host update reads it", g->t[t].name);
 }
 
 /* Tensor-parallel programs: when this rank adds the squares of an update's
@@ -337,6 +371,42 @@ void emit_kernel_call(FILE *f, const Graph *g, const Op *op)
         emit_tensor_ptr(f, g, op->out[0]);
         fprintf(f, ", %ldL, %.9ef);\n", out0->numel, op->attr[0]);
         return;
+    case OP_OFFLOAD: {   /* device -> host region (passes/offload.c) */
+        int slot = (int)op->attr[0];
+        if (slot < 0) {      /* weights into their master: once the host has written them */
+            copy_head(f, g, op->out[0], op->in[0]);
+            fprintf(f, "GC_COPY_NOW, -1, -1);\n");
+        } else if (op->phase == PH_OPT) {   /* a gradient for a host update: its norm first */
+            fprintf(f, "if (ctx->gnorm_sq%s) gc_device_sumsq_add(", norm_condition(g, reader_update(g, op->out[0])));
+            emit_tensor_ptr(f, g, op->in[0]);
+            fprintf(f, ", %ldL);\n        if (!ctx->norm_pass) ", in0->numel);
+            copy_head(f, g, op->out[0], op->in[0]);
+            fprintf(f, "GC_COPY_D2H, %d, -1);\n", slot);
+        } else {
+            copy_head(f, g, op->out[0], op->in[0]);
+            fprintf(f, "GC_COPY_D2H, %d, -1);\n", slot);
+        }
+        return;
+    }
+    case OP_PREFETCH: {  /* host region -> device */
+        int slot = (int)op->attr[0], w = g->t[op->in[0]].producer;
+        if (slot < 0) {              /* host-cast bf16 weights to the device: once the host wrote the masters */
+            copy_head(f, g, op->out[0], op->in[0]);
+            fprintf(f, "GC_COPY_NOW, -1, -1);\n");
+        } else if (op->phase == PH_OPT) {   /* the weights a host update wrote, after it on its stream */
+            fprintf(f, "if (!ctx->norm_pass) ");
+            copy_head(f, g, op->out[0], op->in[0]);
+            fprintf(f, "GC_COPY_UPDATE, %d, -1);\n", slot);
+        } else {                     /* after the offload that filled the host copy */
+            copy_head(f, g, op->out[0], op->in[0]);
+            fprintf(f, "GC_COPY_H2D, %d, %d);\n", slot,
+                    w >= 0 && g->ops[w].kind == OP_OFFLOAD ? (int)g->ops[w].attr[0] : -1);
+        }
+        return;
+    }
+    case OP_COPY_WAIT:
+        fprintf(f, "gc_copy_wait(%d);\n", (int)op->attr[0]);
+        return;
     case OP_ADAMW: case OP_ADAMW_BF16:   /* one tensor; emit_step_body groups them */
         fprintf(f, "{ const gc_adamw_tensor u[] = {");
         emit_update_tensor(f, g, op);
@@ -412,7 +482,8 @@ void emit_kernel_call(FILE *f, const Graph *g, const Op *op)
     }
 }
 
-/* poison_at[s]: the first arena root whose storage dies at step s, chained
+/* poison_at[s]: the first planned root (arena; host region activation
+ * copies) whose storage dies at step s, chained
  * through next[]; a root with an in-place child hands its storage on and is
  * not poisoned, nor are the loss and the --sample row (the host reads them
  * after the step). */
@@ -426,7 +497,8 @@ static void poison_lists(const Graph *g, int *poison_at, int *next)
         poison_at[s] = -1;
     for (int t = g->nt - 1; t >= 0; t--) {
         const Tensor *x = &g->t[t];
-        if (x->last < 0 || x->last >= g->nsched || x->view_of >= 0 || x->region != RG_ARENA || t == g->loss ||
+        int planned = x->region == RG_ARENA || (x->region == RG_HOST && !tensor_persistent(x));   /* host copies too */
+        if (x->last < 0 || x->last >= g->nsched || x->view_of >= 0 || !planned || t == g->loss ||
             t == g->sample_logits || handed[t])
             continue;
         next[t] = poison_at[x->last];
@@ -546,7 +618,7 @@ static void emit_shards(FILE *f, const Graph *g)
         const Op *op = &g->ops[g->sched[k]];
         if (op->kind != OP_ADAMW && op->kind != OP_ADAMW_BF16)
             continue;
-        const Tensor *p = &g->t[op->in[0]];
+        const Tensor *p = &g->t[update_device(g, op, 0)];   /* the shard on the device */
         int n = graph_data_ranks(g);   /* the ranks a shard is 1/n of (with tp: in this rank's part) */
         fprintf(f, "    {%zuL, %ldL}, /* %s */\n", p->offset / dtype_size(p->dtype) * (size_t)n, p->numel * n, p->name);
     }
@@ -567,7 +639,7 @@ static int emit_upd_grads(FILE *f, const Graph *g)
         if (op->phase == PH_OPT || (op->phase == PH_COMM && op->attr[2] == 4)) {
             first_opt = first_opt < k ? first_opt : k;
             if ((op->kind == OP_ADAMW || op->kind == OP_ADAMW_BF16) &&
-                (g->t[op->in[1]].dtype != DT_F32 || g->t[op->in[1]].rank_stride))
+                (g->t[update_device(g, op, 1)].dtype != DT_F32 || g->t[update_device(g, op, 1)].rank_stride))
                 return 0;
         } else if (op->phase != PH_COMM || op->attr[2] != 4) {
             last_bwd = k;
@@ -580,12 +652,23 @@ static int emit_upd_grads(FILE *f, const Graph *g)
         const Op *op = &g->ops[g->sched[k]];
         if (op->kind != OP_ADAMW && op->kind != OP_ADAMW_BF16)
             continue;
-        const Tensor *x = &g->t[op->in[1]];
+        const Tensor *x = &g->t[update_device(g, op, 1)];   /* on the device (before any host copy) */
         int sharded = update_reads_share(g, op) | update_is_cut(g, op) << 1;
         fprintf(f, "    {%d, %zuu, %ldL, %d}, /* %s */\n", (int)x->region, x->offset, x->numel, sharded, x->name);
         n++;
     }
     fprintf(f, "};\n\n");
+    return n;
+}
+
+/* --offload opt: the bytes of the moments at the start of the host region
+ * (laid out as an optstate region; passes/memplan.c), 0 when none. */
+static size_t optstate_host_bytes(const Graph *g)
+{
+    size_t n = 0;
+    for (int t = 0; t < g->nt; t++)
+        if (g->t[t].view_of < 0 && g->t[t].region == RG_HOST && g->t[t].kind == TK_OPTSTATE)
+            n += g->t[t].bytes;
     return n;
 }
 
@@ -605,13 +688,15 @@ static uint64_t fnv(uint64_t h, const void *p, size_t n)
 static uint64_t state_hash(const Graph *g, const EmitOptions *opt)
 {
     uint64_t h = fnv(0xcbf29ce484222325ull, opt->precision, strlen(opt->precision));
+    size_t os = optstate_host_bytes(g) ? optstate_host_bytes(g) : g->region_bytes[RG_OPTSTATE];
     h = fnv(h, &g->region_bytes[RG_PARAMS], sizeof g->region_bytes[0]);
-    h = fnv(h, &g->region_bytes[RG_OPTSTATE], sizeof g->region_bytes[0]);
-    for (int t = 0; t < g->nt; t++) {
+    h = fnv(h, &os, sizeof os);
+    for (int t = 0; t < g->nt; t++) {   /* moments offloaded to the host hash as where an optstate region has them */
         const Tensor *x = &g->t[t];
-        if (x->view_of >= 0 || (x->region != RG_PARAMS && x->region != RG_OPTSTATE))
+        Region r = x->region == RG_HOST && x->kind == TK_OPTSTATE ? RG_OPTSTATE : x->region;
+        if (x->view_of >= 0 || (r != RG_PARAMS && r != RG_OPTSTATE))
             continue;
-        uint64_t rec[3] = {(uint64_t)x->region, (uint64_t)x->offset, (uint64_t)x->bytes};
+        uint64_t rec[3] = {(uint64_t)r, (uint64_t)x->offset, (uint64_t)x->bytes};
         h = fnv(fnv(h, x->name, strlen(x->name) + 1), rec, sizeof rec);
     }
     return h;
@@ -726,17 +811,18 @@ void emit_program_struct(FILE *f, const Graph *g, const EmitOptions *opt)
         if (!g->ops[o].dead && g->ops[o].phase != PH_RECOMPUTE)   /* model FLOPs; fwd/bwd once per micro-batch */
             flops += op_flops(g, &g->ops[o]) *
                      (g->ops[o].phase == PH_OPT || g->micro_batches <= 1 ? 1 : g->micro_batches);
-    size_t total = 0;
-    for (int r = 0; r < RG_COUNT; r++)
-        total += g->region_bytes[r];
+    size_t total = graph_device_bytes(g);
     fprintf(f, "static const gc_program PROG = {\n");
     fprintf(f, "    .graph_file = \"%s\",\n    .config = \"%s\",\n    .target = \"%s\",\n", g->file, g->config,
             opt->target);
     fprintf(f, "    .bf16 = %d,\n", !strcmp(opt->precision, "bf16"));
     fprintf(f, "    .plan_summary = \"%s schedule; params %zu + grads %zu + optstate %zu + arena %zu "
-               "(lower bound %zu) = %zu bytes\",\n",
+               "(lower bound %zu) = %zu bytes",
             g->schedule_name, g->region_bytes[RG_PARAMS], g->region_bytes[RG_GRADS],
             g->region_bytes[RG_OPTSTATE], g->region_bytes[RG_ARENA], g->region_lower_bound[RG_ARENA], total);
+    if (g->region_bytes[RG_HOST])
+        fprintf(f, " of device memory; host %zu bytes", g->region_bytes[RG_HOST]);
+    fprintf(f, "\",\n");
     fprintf(f, "    .dims_text = \"");   /* the header's dims line: whatever the graph declares */
     for (int i = 0; i < g->ndims; i++)
         fprintf(f, "%s%s=%ld", i ? " " : "", g->dims[i].name, g->dims[i].value);
@@ -754,8 +840,8 @@ void emit_program_struct(FILE *f, const Graph *g, const EmitOptions *opt)
     for (int i = 0; i < 8; i++)
         fprintf(f, "    .%s = %ldL,\n", dims[i], dim_or0(g, dims[i]));
     fprintf(f, "    .nparams = %d,\n    .params = PARAMS,\n    .nparam_elems = %ldL,\n", g->nparams, off);
-    fprintf(f, "    .region_bytes = {%zuu, %zuu, %zuu, %zuu},\n", g->region_bytes[0], g->region_bytes[1],
-            g->region_bytes[2], g->region_bytes[3]);
+    fprintf(f, "    .region_bytes = {%zuu, %zuu, %zuu, %zuu, %zuu},\n", g->region_bytes[0], g->region_bytes[1],
+            g->region_bytes[2], g->region_bytes[3], g->region_bytes[RG_HOST]);
     fprintf(f, "    .tokens_off = %zuu,\n    .targets_off = %zuu,\n", tokens >= 0 ? g->t[tokens].offset : 0,
             targets >= 0 ? g->t[targets].offset : 0);
     fprintf(f, "    .loss_off = %zuu,\n    .logits_off = %zuu,\n    .logits_cols = %ldL,\n", g->t[g->loss].offset,
@@ -778,6 +864,12 @@ void emit_program_struct(FILE *f, const Graph *g, const EmitOptions *opt)
         fprintf(f, "    .nshards = (int)(sizeof SHARDS / sizeof SHARDS[0]),\n    .shards = SHARDS,\n");
     fprintf(f, "    .state_hash = 0x%016llxull,\n", (unsigned long long)state_hash(g, opt));
     fprintf(f, "    .micro_batches = %d,\n", g->micro_batches > 1 ? g->micro_batches : 1);
+    if (g->copy_slots)   /* host offload (passes/offload.c) */
+        fprintf(f, "    .copy_slots = %d,\n", g->copy_slots);
+    if (optstate_host_bytes(g))
+        fprintf(f, "    .optstate_host_bytes = %zuu,\n", optstate_host_bytes(g));
+    if (g->nparams && g->t[g->params[0]].region == RG_HOST)   /* bf16 offload: the masters on the host */
+        fprintf(f, "    .masters_host_off = %zuu,\n", g->t[g->params[0]].offset);
     if (opt->device_peak_flops > 0)   /* gcompile --device: MFU's default peak */
         fprintf(f, "    .peak_flops = %.6e,\n    .peak_device = \"%s\",\n", opt->device_peak_flops, opt->device);
     if (nupd_grads)
@@ -795,7 +887,7 @@ void emit_each_ew(FILE *f, const Graph *g, void (*define)(FILE *, const Graph *,
     int nseen = 0;
     for (int k = 0; k < g->nsched; k++) {
         const Op *op = &g->ops[g->sched[k]];
-        if (op_info[op->kind].cls != OPC_EW)
+        if (op_info[op->kind].cls != OPC_EW || op_off_device(g, op))   /* the host cast is no kernel */
             continue;
         char name[64];
         ew_name(name, sizeof name, g, op);
@@ -861,6 +953,15 @@ static void emit_update_group(FILE *f, const Graph *g, int k, int n)
         fputc('\n', f);
     }
     fprintf(f, "            };\n");
+    if (host_update(g, &g->ops[g->sched[k]])) {   /* on the host, after its gradients' copies (their norms added there) */
+        fprintf(f, "            static const int after[] = {");
+        for (int i = 0; i < n; i++) {
+            int w = g->t[g->ops[g->sched[k + i]].in[1]].producer;
+            fprintf(f, "%s%d", i ? ", " : "", w >= 0 && g->ops[w].kind == OP_OFFLOAD ? (int)g->ops[w].attr[0] : -1);
+        }
+        fprintf(f, "};\n            gc_host_update(u, %d, after, %d, ctx);\n        }\n", n, n);
+        return;
+    }
     if (!g->tp) {
         fprintf(f, "            if (ctx->gnorm_sq)\n                gc_update_sumsq(u, %d);\n", n);
     } else {   /* the global norm counts each gradient element once (norm_condition) */
@@ -901,6 +1002,13 @@ void emit_step_body(FILE *f, const Graph *g, const EmitOptions *opt)
             fprintf(f, "/* in the multi-tensor update above */\n");
         else if (op->kind == OP_ADAMW || op->kind == OP_ADAMW_BF16)
             emit_update_group(f, g, k, op_update_group_len(g, k));
+        else if (op->kind == OP_COPY && op_off_device(g, op)) {   /* bf16 masters on the host: cast there */
+            fputs("gc_host_cast_bf16((uint16_t *)", f);
+            emit_tensor_ptr(f, g, op->out[0]);
+            fputs(", ", f);
+            emit_tensor_ptr(f, g, op->in[0]);
+            fprintf(f, ", %ldL);\n", g->t[op->in[0]].numel);
+        }
         else if (op_info[op->kind].cls == OPC_EW && (micro_acc_mask(g, op) & 1)) {
             Op twin = *op;
             twin.acc |= 1;

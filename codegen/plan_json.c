@@ -147,6 +147,7 @@ static json_t *regions_json(const Graph *g)
         json_object_set_new(o, "name", json_string(region_name((Region)r)));
         json_object_set_new(o, "bytes", jint((long long)g->region_bytes[r]));
         json_object_set_new(o, "lower_bound", jint((long long)g->region_lower_bound[r]));
+        json_object_set_new(o, "device", json_boolean(region_on_device((Region)r)));
         json_array_append_new(a, o);
     }
     return a;
@@ -166,12 +167,11 @@ static size_t no_reuse_bytes(const Graph *g)
 
 static json_t *totals_json(const Graph *g, const EmitOptions *opt)
 {
-    size_t peak = 0;
-    for (int r = 0; r < RG_COUNT; r++)
-        peak += g->region_bytes[r];
+    size_t peak = graph_device_bytes(g);   /* device memory: the host region apart */
     size_t lb = g->region_lower_bound[RG_ARENA];
     json_t *o = json_object();
     json_object_set_new(o, "peak_bytes", jint((long long)peak));
+    json_object_set_new(o, "host_bytes", jint((long long)g->region_bytes[RG_HOST]));
     json_object_set_new(o, "params_bytes", jint((long long)g->region_bytes[RG_PARAMS]));
     json_object_set_new(o, "grads_bytes", jint((long long)g->region_bytes[RG_GRADS]));
     json_object_set_new(o, "optstate_bytes", jint((long long)g->region_bytes[RG_OPTSTATE]));

@@ -2,7 +2,9 @@
  * y = byte offset (0 at the bottom); one rectangle per arena storage tensor
  * from its first step to its last, coloured by kind, with a tooltip. A strip
  * above shows each step's phase; a dashed line marks the lower bound, a red
- * one the peak step; a bar on the right shows all regions to scale. */
+ * one the peak step; a bar on the right shows the device regions to scale,
+ * and under it the host region (passes/offload.c), which is not device
+ * memory. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -17,7 +19,7 @@ static const char *const kind_color[] = {
 static const char *const phase_color[] = {"#4e79a7", "#f28e2b", "#e15759", "#59a14f",
                                           "#b07aa1"};
 static const char *const params_color = "#bab0ac";   /* the bf16 weight casts (op_phase_label "params") */
-static const char *const region_color[] = {"#e15759", "#76b7b2", "#edc948", "#4e79a7"};
+static const char *const region_color[] = {"#e15759", "#76b7b2", "#edc948", "#4e79a7", "#9c755f"};
 
 
 static const char *human(double v, char *buf, size_t len)
@@ -153,19 +155,25 @@ static void marks(FILE *f, const Graph *g, int peak, double ymax)
     fputs(")</text>\n", f);
 }
 
-/* All regions stacked to scale (the whole allocation). */
+/* The device regions stacked to scale (the device allocation); the host
+ * region, when there is one, named under it. */
 static void region_bar(FILE *f, const Graph *g)
 {
     char h[32];
-    double total = 0;
-    for (int r = 0; r < RG_COUNT; r++)
-        total += (double)g->region_bytes[r];
+    double total = (double)graph_device_bytes(g);
     if (total <= 0)
         return;
     double y = PY + PH;
-    fprintf(f, "<g font-size=\"11\">\n<text x=\"%d\" y=\"%d\" text-anchor=\"middle\">all "
+    fprintf(f, "<g font-size=\"11\">\n<text x=\"%d\" y=\"%d\" text-anchor=\"middle\">device "
             "regions</text>\n", BARX + BARW / 2, PY - 4);
+    if (g->region_bytes[RG_HOST])
+        fprintf(f, "<rect x=\"%d\" y=\"%d\" width=\"%d\" height=\"10\" fill=\"%s\"><title>host: %zu bytes (not "
+                "device memory)</title></rect><text x=\"%d\" y=\"%d\" text-anchor=\"middle\">+ host %s</text>\n",
+                BARX, PY + PH + 24, BARW, region_color[RG_HOST], g->region_bytes[RG_HOST], BARX + BARW / 2,
+                PY + PH + 46, human((double)g->region_bytes[RG_HOST], h, sizeof h));
     for (int r = 0; r < RG_COUNT; r++) {
+        if (!region_on_device((Region)r))
+            continue;
         double hgt = PH * (double)g->region_bytes[r] / total;
         y -= hgt;
         fprintf(f, "<rect x=\"%d\" y=\"%.2f\" width=\"%d\" height=\"%.2f\" fill=\"%s\" "

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "codegen.h"
+#include "passes.h"
 
 #define ALIGN 256
 
@@ -67,13 +68,17 @@ static int by_bytes_desc(const void *a, const void *b)
     return (x->id > y->id) - (x->id < y->id);
 }
 
+/* The device regions and their total (what --mem is compared with, the
+ * CUDA reserve aside), then the host region when the plan has one: not
+ * device memory, so not in the total. */
 static void regions(FILE *f, const Graph *g, const EmitOptions *opt)
 {
     char h[32];
-    size_t total = 0;
+    size_t total = graph_device_bytes(g);
     fprintf(f, "regions:\n");
     for (int r = 0; r < RG_COUNT; r++) {
-        total += g->region_bytes[r];
+        if (!region_on_device((Region)r))
+            continue;
         fprintf(f, "  %-9s %12s  %15zu bytes", region_name((Region)r),
                 human(g->region_bytes[r], h, sizeof h), g->region_bytes[r]);
         if (r == RG_ARENA && g->region_lower_bound[r])
@@ -88,6 +93,11 @@ static void regions(FILE *f, const Graph *g, const EmitOptions *opt)
                 total <= opt->budget_bytes ? "fits" : "DOES NOT FIT");
     }
     fputc('\n', f);
+    if (!g->region_bytes[RG_HOST])
+        return;
+    fprintf(f, "  %-9s %12s  %15zu bytes   lower bound %zu; host memory (%s), not in the device total\n", "host",
+            human(g->region_bytes[RG_HOST], h, sizeof h), g->region_bytes[RG_HOST], g->region_lower_bound[RG_HOST],
+            opt && opt->target && !strcmp(opt->target, "cuda") ? "pinned, cudaHostAlloc" : "a separate allocation");
 }
 
 static void reuse(FILE *f, const Graph *g)
@@ -196,10 +206,8 @@ static void levers(FILE *f, const Graph *g, const EmitOptions *opt)
             base += fl;
         }
     }
-    size_t total = 0;
+    size_t total = graph_device_bytes(g);
     char b1[32], b2[32];
-    for (int r = 0; r < RG_COUNT; r++)
-        total += g->region_bytes[r];
     fprintf(f, "strategy: ");
     if (opt && opt->budget_bytes)
         fprintf(f, "budget %s, ", human(opt->budget_bytes, b1, sizeof b1));
@@ -209,6 +217,8 @@ static void levers(FILE *f, const Graph *g, const EmitOptions *opt)
                 human(total + GC_CUDA_RESERVE_BYTES, b2, sizeof b2));
     fprintf(f, " | %d micro-batch%s | ", g->micro_batches > 1 ? g->micro_batches : 1,
             g->micro_batches > 1 ? "es" : "");
+    if (g->offload)
+        fprintf(f, "offload %s | ", offload_name(g->offload));
     const char *rl = opt ? opt->recompute_layers : NULL;   /* n, s, f from layer 0 */
     char one[2] = {rl ? rl[0] : 0, 0};
     if (!nops)
@@ -285,6 +295,45 @@ static void clipping(FILE *f, const Graph *g, const EmitOptions *opt)
                "arena replanned\n", human(grads, h, sizeof h), grads);
 }
 
+/* What moved to host memory (passes/offload.c) and what it costs per step:
+ * the copies each way, the host update, and what the step waits for them
+ * beyond its compute (the cost model's simulation of the copy streams). */
+static void offload(FILE *f, const Graph *g, const EmitOptions *opt)
+{
+    if (!g->offload)
+        return;
+    char h[32], h2[32];
+    size_t opt_bytes = 0, act_bytes = 0;
+    long params = 0;
+    int nact = 0;
+    for (int t = 0; t < g->nt; t++) {
+        const Tensor *x = &g->t[t];
+        if (x->view_of >= 0 || x->region != RG_HOST)
+            continue;
+        if (tensor_persistent(x))
+            opt_bytes += x->bytes;
+        else if (x->first >= 0)
+            act_bytes += x->bytes, nact++;
+        if (x->kind == TK_PARAM && x->dtype == DT_F32)   /* the masters (not bf16 copies) */
+            params += x->numel;
+    }
+    fprintf(f, "offload: %s to host memory (host region %s)", offload_name(g->offload),
+            human(g->region_bytes[RG_HOST], h, sizeof h));
+    if (g->offload & OFFLOAD_OPT)
+        fprintf(f, "; optimizer: fp32 masters, AdamW moments and gradient copies of %ld parameters (%s), updated on "
+                   "the host", params, human(opt_bytes, h2, sizeof h2));
+    if (g->offload & OFFLOAD_ACT)
+        fprintf(f, "; activations: %d kept across the backward (%s per micro-batch), prefetched a layer ahead", nact,
+                human(act_bytes, h2, sizeof h2));
+    fputc('\n', f);
+    if (opt && opt->device)
+        fprintf(f, "  per step: %s device->host, %s host->device; predicted on %s: copies %.1f ms and host update "
+                   "%.1f ms on their streams, the step waits %.1f ms for them beyond its compute\n",
+                human((size_t)opt->predicted_d2h_bytes, h, sizeof h), human((size_t)opt->predicted_h2d_bytes, h2, sizeof h2),
+                opt->device, opt->predicted_copy_s * 1e3, opt->predicted_host_update_s * 1e3,
+                opt->predicted_exposed_s * 1e3);
+}
+
 /* Kernel launches and bytes moved per step, by phase (ir/ops.c's counts). */
 static void traffic(FILE *f, const Graph *g)
 {
@@ -318,6 +367,7 @@ void emit_plan_text(FILE *f, const Graph *g, const EmitOptions *opt)
         fputc('\n', f);
     }
     levers(f, g, opt);
+    offload(f, g, opt);
     split(f, g);
     regions(f, g, opt);
     reuse(f, g);

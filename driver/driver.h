@@ -26,6 +26,7 @@ typedef struct DriverOptions {
     int recompute;           /* --recompute: RC_NONE, RC_SELECTIVE, RC_FULL, or -1 (auto) */
     const char *rc_layers;   /* --recompute LIST: a letter per layer (n, s, f), or NULL */
     int search_exhaustive;   /* --search exhaustive */
+    int offload;             /* --offload: OFFLOAD_* bits (passes/offload.c), -1: auto (chosen under --mem) */
     char *search_layers;     /* the budget search's per-layer choice (owned), or NULL */
     int bound_only;          /* lower_back stops at the arena's lower bound (no offsets, no check) */
     const char *device;      /* --device PROFILE (passes/costs.c), NULL: by target */
@@ -75,11 +76,12 @@ int driver_check_trainer(const Graph *g);
 const char *human_bytes(char *buf, size_t n, double bytes);
 
 /* ---------------------------------------------------------------- split_auto.c */
-/* --split auto: called with each planned graph. Records the candidate and
- * sets o->split to the next one (returns 1: plan again), or, when all are
- * weighed, to the chosen one (1: plan it), or keeps the chosen graph, with
- * the candidates in g->split_report (0). -1 after an error (none fits). */
-int driver_split_auto(Graph *g, DriverOptions *o);   /* g NULL: the tp candidate cannot be cut */
+/* --split auto: plans the candidate splits (each with the budget search's
+ * levers under --mem) in order of a lower bound on their step time, skips
+ * those whose bound cannot beat the best found, and returns the chosen
+ * plan with the candidates in g->split_report, o->split set to it. NULL
+ * after an error (none fits). */
+Graph *driver_split_auto(struct Ast *ast, DriverOptions *o);
 
 /* ---------------------------------------------------------------- main.c */
 /* The passes from the AST to a checked plan with the levers of o; NULL
@@ -109,6 +111,7 @@ typedef struct SearchPick {
     int fits;              /* 1: the least predicted time that fits; 0: nothing fits, the smallest plan */
     int K;                 /* micro-batches */
     const char *modes;     /* a letter per layer (n, s, f); until the next run */
+    int offload;           /* OFFLOAD_* bits: what moved to host memory */
     size_t peak;           /* planned bytes (+ CUDA reserve) */
     double seconds;        /* predicted step time */
     const Graph *graph;    /* the plan when this run made it, else NULL */

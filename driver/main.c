@@ -47,6 +47,24 @@ static void usage(FILE *f)
         "                         layer, n, s or f, layer 0\n"
         "                         first (e.g. ffsn); auto: chosen against --mem (none\n"
         "                         without --mem)\n"
+        "      --offload WHAT     auto (default) | none | opt | act | opt+act: what moves\n"
+        "                         to host memory (a host region, pinned on CUDA; not\n"
+        "                         device memory). opt: fp32 master weights, AdamW moments\n"
+        "                         and a copy of each gradient, the update run by host\n"
+        "                         threads as the backward makes each gradient, the new\n"
+        "                         weights copied back (copy streams with events on CUDA);\n"
+        "                         the device keeps the weights the forward and backward\n"
+        "                         read. act: each layer's kept activations (the layer\n"
+        "                         input under --recompute full) copied to host memory\n"
+        "                         after their last forward use and prefetched when the\n"
+        "                         backward of the layer above starts (two layers' on the\n"
+        "                         device at most). auto: under --mem the budget search\n"
+        "                         weighs none, opt, act and opt+act with recompute and\n"
+        "                         micro-batches (the cost model prices the copies over\n"
+        "                         PCIe and the host update); without --mem, none.\n"
+        "                         --precision bf16: the fp32 masters on the host, the\n"
+        "                         device keeps their bf16 copies; one device only yet\n"
+        "                         (--gpus N refuses opt and act, auto is none)\n"
         "      --search HOW       the budget search: fast (default) | exhaustive (plans\n"
         "                         every per-layer mode x micro-batch count with the real\n"
         "                         planner: 3^L x divisors of B plans, a reference for\n"
@@ -225,7 +243,7 @@ static int parse_args(int argc, char **argv, DriverOptions *o)
 {
     enum { O_CONFIG = 256, O_TARGET, O_PRECISION, O_MEM, O_GPUS, O_EMIT, O_NOREUSE, O_VERSION,
            O_SCHEDULE, O_POISON, O_CC, O_NVCC, O_ARCH, O_NOFUSE, O_NOTF32, O_MICRO, O_RECOMPUTE, O_DEVICE, O_CLSCHUNK,
-           O_SPLIT, O_MPICC, O_INTERCONNECT, O_SEARCH };
+           O_SPLIT, O_MPICC, O_INTERCONNECT, O_SEARCH, O_OFFLOAD };
     static const struct option longopts[] = {
         {"output", required_argument, 0, 'o'}, {"config", required_argument, 0, O_CONFIG},
         {"target", required_argument, 0, O_TARGET}, {"precision", required_argument, 0, O_PRECISION},
@@ -240,6 +258,7 @@ static int parse_args(int argc, char **argv, DriverOptions *o)
         {"device", required_argument, 0, O_DEVICE},
         {"split", required_argument, 0, O_SPLIT}, {"mpicc", required_argument, 0, O_MPICC},
         {"interconnect", required_argument, 0, O_INTERCONNECT}, {"search", required_argument, 0, O_SEARCH},
+        {"offload", required_argument, 0, O_OFFLOAD},
         {"help", no_argument, 0, 'h'}, {"version", no_argument, 0, O_VERSION}, {0, 0, 0, 0},
     };
     int c;
@@ -331,6 +350,23 @@ static int parse_args(int argc, char **argv, DriverOptions *o)
             } else {
                 fprintf(stderr, "gcompile: error: --recompute must be none, selective, full, auto or one letter "
                                 "per layer (n, s, f; e.g. ffsn), got '%s'\n", optarg);
+                return 1;
+            }
+            break;
+        case O_OFFLOAD:
+            if (!strcmp(optarg, "none"))
+                o->offload = OFFLOAD_NONE;
+            else if (!strcmp(optarg, "opt"))
+                o->offload = OFFLOAD_OPT;
+            else if (!strcmp(optarg, "act"))
+                o->offload = OFFLOAD_ACT;
+            else if (!strcmp(optarg, "opt+act"))
+                o->offload = OFFLOAD_OPT | OFFLOAD_ACT;
+            else if (!strcmp(optarg, "auto"))
+                o->offload = -1;
+            else {
+                fprintf(stderr, "gcompile: error: --offload must be none, opt, act, opt+act or auto, got '%s'\n",
+                        optarg);
                 return 1;
             }
             break;
@@ -457,6 +493,15 @@ static int parse_args(int argc, char **argv, DriverOptions *o)
         o->split.kind = SPLIT_NONE;
     else if (o->split.kind == SPLIT_NONE)
         o->split.kind = SPLIT_DP;
+    /* bf16 with offload over several devices: each rank would offload its
+       ZeRO shard of the masters, but the bf16 copies' refresh from the host
+       is written for one device only. */
+    if (!strcmp(o->emit.precision, "bf16") && o->offload > 0 && o->gpus > 1) {
+        fprintf(stderr, "gcompile: error: --offload %s with --precision bf16 and --gpus %d is not implemented yet "
+                "(one device offloads bf16 programs); use --gpus 1, or --precision fp32\n", offload_name(o->offload),
+                o->gpus);
+        return 1;
+    }
     if (o->split.kind == SPLIT_AUTO) {     /* driver/split_auto.c plans each candidate in turn */
         o->split_auto = 1;
         o->split.kind = SPLIT_DP;
@@ -529,10 +574,10 @@ static int recompute_layers(Graph *g, const DriverOptions *o)
     return 0;
 }
 
-/* The passes from the AST up to the parallel split, with the levers of o
- * (micro_batches; not recompute): the prefix the budget search lowers once
- * per micro-batch count. NULL after reported errors. */
-static Graph *lower_front(Ast *ast, DriverOptions o)
+/* The passes from the AST up to (not including) the parallel split's
+ * collectives, with the levers of o: micro_batches and a tensor-parallel
+ * cut. NULL after reported errors. */
+static Graph *front_prefix(Ast *ast, DriverOptions o)
 {
     Graph *g = NULL;
     PASS(&o, "build", g = ir_build(ast, &o.build));
@@ -600,6 +645,49 @@ static Graph *lower_front(Ast *ast, DriverOptions o)
         PASS(&o, "split-upd", pass_split_updates(g));
         ir_verify(g);
     }
+    return g;
+}
+
+/* front_prefix's graphs by what changes them within one gcompile run (the
+ * budget search and --split auto lower the same prefix many times: once per
+ * micro-batch count and split): the micro-batch count and the tensor-
+ * parallel cut; the rest of the options is the run's. Copies are handed out. */
+enum { FRONT_CACHE = 32 };
+typedef struct FrontEntry { const Ast *ast; int K, tp, global; Graph *g; } FrontEntry;
+static FrontEntry front_cache[FRONT_CACHE];
+static int front_cached;
+
+static Graph *cached_prefix(Ast *ast, const DriverOptions *o)
+{
+    int K = o->micro_batches > 1 ? o->micro_batches : 1, tp = o->split.kind == SPLIT_TP ? o->split.tp : 0;
+    for (int i = 0; i < front_cached; i++) {
+        const FrontEntry *e = &front_cache[i];
+        if (e->ast == ast && e->K == K && e->tp == tp && e->global == o->tp_global_rows)
+            return graph_clone(e->g);
+    }
+    Graph *g = front_prefix(ast, *o);
+    if (g && front_cached < FRONT_CACHE) {
+        front_cache[front_cached++] = (FrontEntry){ast, K, tp, o->tp_global_rows, g};
+        return graph_clone(g);
+    }
+    return g;
+}
+
+static void front_cache_clear(void)
+{
+    for (int i = 0; i < front_cached; i++)
+        graph_free(front_cache[i].g);
+    front_cached = 0;
+}
+
+/* The passes from the AST up to the parallel split, with the levers of o
+ * (micro_batches; not recompute): the prefix the budget search lowers once
+ * per micro-batch count. NULL after reported errors. */
+static Graph *lower_front(Ast *ast, DriverOptions o)
+{
+    Graph *g = cached_prefix(ast, &o);
+    if (!g)
+        return NULL;
     PASS(&o, "split", pass_split(g, &o.split));
     if (diag_count()) {
         graph_free(g);
@@ -610,9 +698,12 @@ static Graph *lower_front(Ast *ast, DriverOptions o)
 }
 
 /* The rest of lower() on g from lower_front: recomputation, schedule and
- * the checked plan. Frees g and returns NULL after reported errors. */
+ * the checked plan. Frees g and returns NULL after reported errors. The
+ * budget search's screenings (bound_only) skip the IR verifier; every plan
+ * (and plan_check) runs it. */
 static Graph *lower_back(Graph *g, DriverOptions o)
 {
+#define VERIFY(g) do { if (!o.bound_only) ir_verify(g); } while (0)
     if (o.recompute > RC_NONE || o.rc_layers) {
         int bad = 0;
         PASS(&o, "recompute", bad = recompute_layers(g, &o));
@@ -620,12 +711,17 @@ static Graph *lower_back(Graph *g, DriverOptions o)
             graph_free(g);
             return NULL;
         }
-        ir_verify(g);
+        VERIFY(g);
     }
     PASS(&o, "schedule", pass_schedule(g, o.schedule));
     if (!strcmp(o.emit.target, "cuda"))
         pass_workspace(g, (size_t)32 << 20);   /* cuBLASLt + reductions (gc_cuda.h) */
-    ir_verify(g);
+    VERIFY(g);
+    if (o.offload > 0) {
+        PASS(&o, "offload", pass_offload(g, o.offload));
+        VERIFY(g);
+    }
+#undef VERIFY
     PASS(&o, "liveness", fill_liveness(g));
     if (o.bound_only) {        /* the budget search's screening: the arena's lower bound, no plan */
         fill_arena_lower_bound(g);
@@ -653,7 +749,7 @@ Graph *driver_lower_back(Graph *g, const DriverOptions *o) { return lower_back(g
 int main(int argc, char **argv)
 {
     DriverOptions o = {
-        .output = NULL, .schedule = SCHED_FUSED_OPT, .gpus = 1, .recompute = -1, .classifier_chunk = 1024, .cc = "cc", .nvcc = "nvcc",
+        .output = NULL, .schedule = SCHED_FUSED_OPT, .gpus = 1, .recompute = -1, .offload = -1, .classifier_chunk = 1024, .cc = "cc", .nvcc = "nvcc",
         .gpu_arch = "sm_80,sm_90", .mpicc = "mpicc", .interconnect = "nvlink",
         .emit = {.target = "cuda", .precision = "fp32"},
     };
@@ -671,29 +767,21 @@ int main(int argc, char **argv)
         rc = driver_budget_sweep(ast, &o);
         goto done;
     }
-plan_again:   /* --split auto plans each candidate split, then the chosen one */
-    if (o.emit.budget_bytes && o.recompute < 0 && o.micro_batches == 0)   /* per split under --split auto */
+    if (o.split_auto)   /* every candidate split, each with the search's levers under --mem */
+        PASS(&o, "split-auto", g = driver_split_auto(ast, &o));
+    else if (o.emit.budget_bytes && o.recompute < 0 && o.micro_batches == 0)
         PASS(&o, "search", g = driver_search(ast, &o));
     else
         g = lower(ast, o);
-    if (!g && !(o.split_auto && o.split.kind == SPLIT_TP))   /* a tp candidate that cannot be cut is skipped */
+    if (!g)
         goto done;
-    if (o.split_auto) {
-        int next = driver_split_auto(g, &o);
-        if (next < 0)
-            goto done;
-        if (next) {
-            graph_free(g);
-            g = NULL;
-            goto plan_again;
-        }
-    }
     PASS(&o, "costs", driver_predict(g, &o));
     if (driver_check_budget(g, &o))
         goto done;
     rc = o.emit_kind ? driver_emit(g, &o) : driver_build(g, &o);
 done:
     graph_free(g);
+    front_cache_clear();
     ast_free(ast);
     free(o.defines);
     free(o.search_layers);

@@ -115,10 +115,8 @@ int driver_check_budget(const Graph *g, const DriverOptions *o)
 {
     if (!o->emit.budget_bytes)
         return 0;
-    size_t total = 0, reserve = strcmp(o->emit.target, "cuda") ? 0 : GC_CUDA_RESERVE_BYTES;
-    for (int r = 0; r < RG_COUNT; r++)
-        total += g->region_bytes[r];
-    total += reserve;
+    size_t reserve = strcmp(o->emit.target, "cuda") ? 0 : GC_CUDA_RESERVE_BYTES;
+    size_t total = graph_device_bytes(g) + reserve;   /* the host region is not device memory */
     if (total <= o->emit.budget_bytes)
         return 0;
     char a[32], b[32], p[32], gr[32], os[32], ar[32], rs[32];
@@ -190,9 +188,7 @@ static int write_artifact(FILE *f, const Graph *g, const DriverOptions *o)
     else if (!strcmp(k, "summary")) {
         ir_print_summary(f, g);
         if (!strcmp(o->emit.target, "cuda") && g->nsched) {   /* the plan + the CUDA reserve (codegen.h) */
-            size_t total = GC_CUDA_RESERVE_BYTES;
-            for (int r = 0; r < RG_COUNT; r++)
-                total += g->region_bytes[r];
+            size_t total = GC_CUDA_RESERVE_BYTES + graph_device_bytes(g);
             fprintf(f, "device_reserve_bytes: %zu\ndevice_bytes_needed: %zu\n", GC_CUDA_RESERVE_BYTES, total);
         }
     }

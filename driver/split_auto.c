@@ -19,10 +19,19 @@
  *    often as it runs per step (op_runs_per_step: zero3's parameter gathers
  *    once per micro-batch, the gradient reductions and the update's
  *    all-gathers once).
+ *
+ * Candidates are planned in order of a lower bound on their step time: the
+ * time of the split with one micro-batch, nothing recomputed and nothing
+ * offloaded (each lever only adds time: more micro-batches run smaller
+ * matmuls more often, recomputation adds ops, offload adds waits, zero3
+ * gathers once per micro-batch), from a screening lowering (no plan). A
+ * candidate whose bound is no less than the best time found is not planned
+ * (the report says so), and the chosen plan is the one its search made.
  */
 #include <string.h>
 
 #include "driver.h"
+#include "frontend.h"
 
 /* The candidates: dp, zero1-3, tp over all ranks, then tp in groups of each
  * K dividing N with dp, zero1 and zero2 over the N/K groups. The first is
@@ -59,13 +68,14 @@ static void link_profile(const char *name, double *bw, double *lat)
 typedef struct Cand {
     size_t bytes;
     double compute, comm;
-    int ncoll, fits, K;
+    int ncoll, fits, K, offload;
     char modes[160];         /* the per-layer recompute letters, "" when none was chosen */
     int uncut;               /* tp: nothing in the graph can be cut over the ranks (not weighed) */
+    double bound;            /* a lower bound on its step time: K = 1, nothing recomputed or offloaded */
+    int pruned;              /* not planned: its bound cannot beat the chosen split's time */
 } Cand;
 
 static Cand cand[MAXCAND];
-static int next_cand;        /* candidates planned so far */
 
 /* Seconds one rank spends sending per step, and the collectives it runs
  * (*ncoll), micro-batches counted. */
@@ -95,10 +105,7 @@ static double comm_seconds(const Graph *g, double bw, double lat, int *ncoll)
 /* the plan's regions, plus the CUDA target's reserve (as driver_check_budget) */
 static size_t plan_bytes(const Graph *g, const DriverOptions *o)
 {
-    size_t b = strcmp(o->emit.target, "cuda") ? 0 : GC_CUDA_RESERVE_BYTES;
-    for (int r = 0; r < RG_COUNT; r++)
-        b += g->region_bytes[r];
-    return b;
+    return graph_device_bytes(g) + (strcmp(o->emit.target, "cuda") ? 0 : GC_CUDA_RESERVE_BYTES);
 }
 
 /* "zero2", "tp=8" */
@@ -130,11 +137,19 @@ static char *report(const DriverOptions *o, int chosen, double bw, double lat)
             s = line;
             continue;
         }
+        if (c->pruned) {
+            char *line = xasprintf("%s    %-10s not planned: step at least %.4f s (one micro-batch, nothing "
+                                   "recomputed or offloaded), no faster than the chosen\n", s, name, c->bound);
+            free(s);
+            s = line;
+            continue;
+        }
         char *line = xasprintf("%s    %-10s %12s per rank%s  step %.4f s = compute %.4f + comm %.4f (%d collectives)"
-                               "  K=%d recompute %s%s\n",
+                               "  K=%d recompute %s%s%s%s\n",
                                s, name, human_bytes(h, sizeof h, (double)c->bytes),
                                c->fits ? "        " : " (>mem)", c->compute + c->comm, c->compute, c->comm, c->ncoll,
-                               c->K, c->modes[0] ? c->modes : "none", i == chosen ? "  <- chosen" : "");
+                               c->K, c->modes[0] ? c->modes : "none", c->offload ? " offload " : "",
+                               c->offload ? offload_name(c->offload) : "", i == chosen ? "  <- chosen" : "");
         free(s);
         s = line;
     }
@@ -143,7 +158,7 @@ static char *report(const DriverOptions *o, int chosen, double bw, double lat)
         const Cand *c = &cand[chosen];
         int faster = 0, fitless = 0;
         for (int i = 0; i < NCAND; i++)
-            if (i != chosen && !cand[i].uncut)
+            if (i != chosen && !cand[i].uncut && !cand[i].pruned)
                 cand[i].fits ? faster++ : fitless++;
         char other[96] = "";
         if (fitless)
@@ -151,8 +166,8 @@ static char *report(const DriverOptions *o, int chosen, double bw, double lat)
                      fitless == 1 ? "es" : "");
         char name[16];
         cand_name(name, sizeof name, chosen, o->gpus);
-        why = xasprintf("%s    why: %s is the least predicted step time (%.4f s) of the %d split%s that fit%s%s\n", s,
-                        name, c->compute + c->comm, faster + 1, faster ? "s" : "",
+        why = xasprintf("%s    why: %s is the least predicted step time (%.4f s) of the %d split%s planned that fit%s%s\n",
+                        s, name, c->compute + c->comm, faster + 1, faster ? "s" : "",
                         other, !o->emit.budget_bytes ? " (no --mem)" : "");
     } else {
         why = xstrdup(s);
@@ -173,56 +188,123 @@ static void set_candidate(DriverOptions *o, int i)
     o->tp_global_rows = candidates[i].kind == SPLIT_TP;
 }
 
-int driver_split_auto(Graph *g, DriverOptions *o)
+/* Candidate i's lower bound on its step time (Cand.bound): a screening
+ * lowering with one micro-batch, nothing recomputed or offloaded. 0, or 1
+ * when it cannot be cut (tp). */
+static int bound_candidate(Ast *ast, const DriverOptions *o, int i, double bw, double lat)
+{
+    DriverOptions d = *o;
+    set_candidate(&d, i);
+    d.verbose = 0;
+    d.micro_batches = 0;
+    d.recompute = RC_NONE;
+    d.rc_layers = NULL;
+    d.offload = OFFLOAD_NONE;
+    d.bound_only = 1;
+    Graph *g = driver_lower(ast, &d);
+    if (!g)
+        return 1;
+    int ncoll;
+    double comm = comm_seconds(g, bw, lat, &ncoll);
+    driver_predict(g, &d);
+    cand[i].bound = d.emit.predicted_s + comm;
+    graph_free(g);
+    return 0;
+}
+
+static int by_bound(const void *x, const void *y)
+{
+    const Cand *a = &cand[*(const int *)x], *b = &cand[*(const int *)y];
+    if (a->bound != b->bound)
+        return a->bound < b->bound ? -1 : 1;
+    return (*(const int *)x > *(const int *)y) - (*(const int *)x < *(const int *)y);
+}
+
+/* Candidate i planned as the driver plans a split (the search under --mem
+ * with the levers left to it), recorded in cand[i]; NULL after an error or
+ * when it cannot be cut. */
+static Graph *plan_candidate(Ast *ast, DriverOptions *o, int i, double bw, double lat)
+{
+    set_candidate(o, i);
+    Graph *g = o->emit.budget_bytes && o->recompute < 0 && o->micro_batches == 0 ? driver_search(ast, o)
+                                                                                  : driver_lower(ast, o);
+    if (!g)
+        return NULL;
+    Cand *c = &cand[i];
+    int ncoll = 0;
+    double comm = comm_seconds(g, bw, lat, &ncoll), bound = c->bound;
+    driver_predict(g, o);
+    *c = (Cand){plan_bytes(g, o), o->emit.predicted_s, comm, ncoll,
+                !o->emit.budget_bytes || plan_bytes(g, o) <= o->emit.budget_bytes,
+                g->micro_batches > 1 ? g->micro_batches : 1, g->offload, "", 0, bound, 0};
+    if (o->emit.recompute_layers)
+        snprintf(c->modes, sizeof c->modes, "%s", o->emit.recompute_layers);
+    return g;
+}
+
+Graph *driver_split_auto(Ast *ast, DriverOptions *o)
 {
     double bw, lat;
     link_profile(o->interconnect, &bw, &lat);
-    if (next_cand == 0)
-        list_candidates(o->gpus);
-    if (next_cand < NCAND && !g) {          /* a tp candidate that cannot be cut */
-        cand[next_cand] = (Cand){.uncut = 1};
-    } else if (next_cand < NCAND) {         /* g is candidate next_cand */
-        Cand *c = &cand[next_cand];
-        int ncoll = 0;
-        double comm = comm_seconds(g, bw, lat, &ncoll);
-        driver_predict(g, o);
-        *c = (Cand){plan_bytes(g, o), o->emit.predicted_s, comm, ncoll,
-                    !o->emit.budget_bytes || plan_bytes(g, o) <= o->emit.budget_bytes,
-                    g->micro_batches > 1 ? g->micro_batches : 1, "", 0};
-        if (o->emit.recompute_layers)
-            snprintf(c->modes, sizeof c->modes, "%s", o->emit.recompute_layers);
+    list_candidates(o->gpus);
+    int order[MAXCAND], n = 0;
+    for (int i = 0; i < NCAND; i++) {
+        cand[i] = (Cand){0};
+        if (bound_candidate(ast, o, i, bw, lat)) {
+            if (diag_count())
+                return NULL;
+            cand[i].uncut = 1;
+            continue;
+        }
+        order[n++] = i;
     }
-    if (next_cand < NCAND) {
-        if (++next_cand < NCAND) {
-            set_candidate(o, next_cand);
-            return 1;
+    qsort(order, (size_t)n, sizeof *order, by_bound);
+    int best = -1;
+    Graph *kept = NULL;
+    char *layers = NULL;       /* the chosen split's search_layers */
+    for (int k = 0; k < n; k++) {
+        int i = order[k];
+        double t = best >= 0 ? cand[best].compute + cand[best].comm : 0;
+        if (best >= 0 && cand[i].bound >= t) {
+            cand[i].pruned = 1;
+            continue;
         }
-        int best = -1;
-        for (int i = 0; i < NCAND; i++) {
-            const Cand *x = &cand[i];
-            double t = x->compute + x->comm;
-            if (x->fits && (best < 0 || t < cand[best].compute + cand[best].comm ||
-                            (t == cand[best].compute + cand[best].comm && x->bytes < cand[best].bytes)))
-                best = i;
+        Graph *g = plan_candidate(ast, o, i, bw, lat);
+        if (!g) {
+            if (diag_count()) {
+                graph_free(kept);
+                free(layers);
+                return NULL;
+            }
+            cand[i].uncut = 1;
+            continue;
         }
-        if (best < 0) {
-            char *r = report(o, -1, bw, lat);
-            char h[32];
-            fprintf(stderr, "gcompile: error: no split over %d devices fits --mem %s:\n%s", o->gpus,
-                    human_bytes(h, sizeof h, (double)o->emit.budget_bytes), r);
-            free(r);
-            return -1;
+        const Cand *x = &cand[i];
+        double tx = x->compute + x->comm;
+        if (x->fits && (best < 0 || tx < t || (tx == t && x->bytes < cand[best].bytes))) {
+            graph_free(kept);
+            free(layers);
+            kept = g;
+            layers = o->search_layers ? xstrdup(o->search_layers) : NULL;
+            best = i;
+        } else {
+            graph_free(g);
         }
-        set_candidate(o, best);
-        next_cand = NCAND + best;
-        if (best == NCAND - 1) {             /* g is the chosen one already */
-            g->split_report = report(o, best, bw, lat);
-            o->split_auto = 0;
-            return 0;
-        }
-        return 1;
     }
-    g->split_report = report(o, next_cand - NCAND, bw, lat);   /* the chosen one, planned again */
+    if (best < 0) {
+        char *r = report(o, -1, bw, lat);
+        char h[32];
+        fprintf(stderr, "gcompile: error: no split over %d devices fits --mem %s:\n%s", o->gpus,
+                human_bytes(h, sizeof h, (double)o->emit.budget_bytes), r);
+        free(r);
+        free(layers);
+        return NULL;
+    }
+    set_candidate(o, best);
+    free(o->search_layers);              /* the chosen split's levers (main frees them) */
+    o->search_layers = layers;
+    o->emit.recompute_layers = layers;
+    kept->split_report = report(o, best, bw, lat);
     o->split_auto = 0;
-    return 0;
+    return kept;
 }

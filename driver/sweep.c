@@ -1,9 +1,9 @@
 /* sweep.c — --emit budget-sweep: the memory/time trade-off. The budget
  * search (search.c) runs at SWEEP_POINTS budgets evenly spaced from the
  * smallest plan it can find to the unconstrained plan (the least predicted
- * time at any budget); per budget, the chosen micro-batch count and
- * recompute modes, the planned peak and the predicted step time. Text, or an
- * SVG plot when the output file ends in .svg.
+ * time at any budget); per budget, the chosen micro-batch count, recompute
+ * modes and offload, the planned peak and the predicted step time. Text, or
+ * an SVG plot when the output file ends in .svg.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -15,7 +15,7 @@
 
 typedef struct Row {
     size_t budget, peak;
-    int K;
+    int K, offload;
     char *modes;
     double seconds;
 } Row;
@@ -56,14 +56,14 @@ static int put_text(FILE *f, const void *arg)
                "one; each the least predicted time that fits (planned and checked)\n",
             o->input, o->build.config ? " --config " : "", o->build.config ? o->build.config : "", o->emit.target,
             o->emit.device, w->n);
-    fprintf(f, "%12s %14s %12s %4s  %-28s %13s  %s\n", "budget", "(bytes)", "peak", "K", "recompute (layers)",
-            "predicted ms", "per layer");
+    fprintf(f, "%12s %14s %12s %4s  %-28s %-8s %13s  %s\n", "budget", "(bytes)", "peak", "K", "recompute (layers)",
+            "offload", "predicted ms", "per layer");
     for (int i = 0; i < w->n; i++) {
         const Row *r = &w->rows[i];
         char b[32], p[32], d[64];
         describe(d, sizeof d, r->modes);
-        fprintf(f, "%12s %14zu %12s %4d  %-28s %13.3f  %s\n", human_bytes(b, sizeof b, (double)r->budget), r->budget,
-                human_bytes(p, sizeof p, (double)r->peak), r->K, d, r->seconds * 1e3, r->modes);
+        fprintf(f, "%12s %14zu %12s %4d  %-28s %-8s %13.3f  %s\n", human_bytes(b, sizeof b, (double)r->budget), r->budget,
+                human_bytes(p, sizeof p, (double)r->peak), r->K, d, offload_name(r->offload), r->seconds * 1e3, r->modes);
     }
     return ferror(f) ? -1 : 0;
 }
@@ -117,13 +117,15 @@ static int put_svg(FILE *f, const void *arg)
         const Row *r = &w->rows[i];
         char b[32], p[32], d[64];
         describe(d, sizeof d, r->modes);
-        fprintf(f, "<circle cx=\"%.1f\" cy=\"%.1f\" r=\"4\" fill=\"%s\"><title>budget %s: peak %s, K=%d, recompute %s, "
-                   "%.3f ms/step</title></circle>\n",
+        fprintf(f, "<circle cx=\"%.1f\" cy=\"%.1f\" r=\"4\" fill=\"%s\" stroke=\"%s\" stroke-width=\"2\"><title>budget %s: "
+                   "peak %s, K=%d, recompute %s, offload %s, %.3f ms/step</title></circle>\n",
                 X((double)r->budget / GiB), Y(r->seconds * 1e3), r->K > 1 ? "#d62728" : "#1f77b4",
-                human_bytes(b, sizeof b, (double)r->budget), human_bytes(p, sizeof p, (double)r->peak), r->K, d,
-                r->seconds * 1e3);
+                r->offload ? "#2ca02c" : "none", human_bytes(b, sizeof b, (double)r->budget),
+                human_bytes(p, sizeof p, (double)r->peak), r->K, d, offload_name(r->offload), r->seconds * 1e3);
     }
     fprintf(f, "<text x=\"%.0f\" y=\"%.0f\" fill=\"#d62728\">red: more than one micro-batch</text>\n", W - R - 200, T);
+    fprintf(f, "<text x=\"%.0f\" y=\"%.0f\" fill=\"#2ca02c\">green ring: offload to host memory</text>\n", W - R - 200,
+            T + 16);
     fprintf(f, "</svg>\n");
     #undef X
     #undef Y
@@ -161,7 +163,7 @@ int driver_budget_sweep(Ast *ast, DriverOptions *o)
             continue;                          /* lo == hi: one point */
         rc = search_run(s, b, &p);
         if (rc == 0)
-            w.rows[w.n++] = (Row){b, p.peak, p.K, xstrdup(p.modes), p.seconds};
+            w.rows[w.n++] = (Row){b, p.peak, p.K, p.offload, xstrdup(p.modes), p.seconds};
     }
     if (rc == 1)
         fprintf(stderr, "gcompile: internal error: budget-sweep: the smallest plan's budget did not fit\n");

@@ -28,12 +28,23 @@ Graph *graph_clone(const Graph *g)
         memcpy(c->t, g->t, (size_t)g->nt * sizeof *g->t);
     if (g->nops)
         memcpy(c->ops, g->ops, (size_t)g->nops * sizeof *g->ops);
-    for (int i = 0; i < g->nt; i++) {
-        c->t[i].name = xstrdup(g->t[i].name);
-        c->t[i].consumers = dup_array(g->t[i].consumers, (size_t)g->t[i].nconsumers, sizeof(int));
-    }
+    size_t len = 0;   /* every name in one block (graph.c frees the others one by one) */
+    for (int i = 0; i < g->nt; i++)
+        len += strlen(g->t[i].name) + 1;
     for (int i = 0; i < g->nops; i++)
-        c->ops[i].name = xstrdup(g->ops[i].name);
+        len += strlen(g->ops[i].name) + 1;
+    c->name_block = xmalloc(len + 1);
+    c->name_block_len = len;
+    char *p = c->name_block;
+    for (int i = 0; i < g->nt + g->nops; i++) {
+        char **name = i < g->nt ? &c->t[i].name : &c->ops[i - g->nt].name;
+        size_t n = strlen(*name) + 1;
+        memcpy(p, *name, n);
+        *name = p;
+        p += n;
+    }
+    for (int i = 0; i < g->nt; i++)
+        c->t[i].consumers = dup_array(g->t[i].consumers, (size_t)g->t[i].nconsumers, sizeof(int));
     c->dims = dup_array(g->dims, (size_t)g->ndims, sizeof *g->dims);
     for (int i = 0; i < g->ndims; i++)
         c->dims[i].name = xstrdup(g->dims[i].name);

@@ -8,7 +8,7 @@ static const char *const dtype_names[] = {"f32", "bf16", "i32"};
 static const size_t dtype_sizes[] = {4, 2, 4};
 static const char *const kind_names[] = {"param", "grad", "optstate", "activation",
                                          "actgrad", "input", "workspace", "comm"};
-static const char *const region_names[] = {"params", "grads", "optstate", "arena"};
+static const char *const region_names[] = {"params", "grads", "optstate", "arena", "host"};
 static const char *const phase_names[] = {"fwd", "bwd", "opt", "recompute", "comm"};
 
 const char *dtype_name(DType d) { return dtype_names[d]; }
@@ -16,6 +16,23 @@ size_t dtype_size(DType d) { return dtype_sizes[d]; }
 const char *tensor_kind_name(TensorKind k) { return kind_names[k]; }
 const char *region_name(Region r) { return region_names[r]; }
 const char *phase_name(Phase p) { return phase_names[p]; }
+int region_on_device(Region r) { return r != RG_HOST; }
+
+int tensor_persistent(const Tensor *t)
+{
+    if (t->region == RG_HOST)
+        return t->kind == TK_PARAM || t->kind == TK_GRAD || t->kind == TK_OPTSTATE;
+    return t->region != RG_ARENA;
+}
+
+size_t graph_device_bytes(const Graph *g)
+{
+    size_t n = 0;
+    for (int r = 0; r < RG_COUNT; r++)
+        if (region_on_device((Region)r))
+            n += g->region_bytes[r];
+    return n;
+}
 
 Graph *graph_new(const char *file)
 {
@@ -37,21 +54,44 @@ Graph *graph_new(const char *file)
     return g;
 }
 
+/* 1 when name lies in g's name block (graph_clone's). */
+static int in_block(const Graph *g, const char *name)
+{
+    return g->name_block && name >= g->name_block && name < g->name_block + g->name_block_len;
+}
+
+void graph_rename_tensor(Graph *g, int t, char *name)
+{
+    if (!in_block(g, g->t[t].name))
+        free(g->t[t].name);
+    g->t[t].name = name;
+}
+
+void graph_rename_op(Graph *g, int o, char *name)
+{
+    if (!in_block(g, g->ops[o].name))
+        free(g->ops[o].name);
+    g->ops[o].name = name;
+}
+
 void graph_free(Graph *g)
 {
     if (!g)
         return;
     for (int i = 0; i < g->nt; i++) {
-        free(g->t[i].name);
+        if (!in_block(g, g->t[i].name))
+            free(g->t[i].name);
         free(g->t[i].consumers);
     }
     for (int i = 0; i < g->nops; i++)
-        free(g->ops[i].name);
+        if (!in_block(g, g->ops[i].name))
+            free(g->ops[i].name);
+    free(g->name_block);
     for (int i = 0; i < g->ndims; i++)
         free(g->dims[i].name);
     free(g->dims);
-    store_release(g->t, sizeof *g->t, IR_MAX_TENSORS);
-    store_release(g->ops, sizeof *g->ops, IR_MAX_OPS);
+    store_release(g->t, sizeof *g->t, IR_MAX_TENSORS, g->capt);
+    store_release(g->ops, sizeof *g->ops, IR_MAX_OPS, g->capops);
     for (int i = 0; g->psrc && i < g->nparams; i++) {
         free(g->psrc[i].name);
         for (int k = 0; k < g->psrc[i].nalts; k++)

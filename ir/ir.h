@@ -83,7 +83,8 @@ char *read_regular_file(const char *path, size_t limit, size_t *len, char *err, 
 void *store_reserve(size_t elem, size_t max);
 /* Makes elements [0, need) usable; *committed counts the usable ones. */
 void store_commit(void *base, size_t elem, size_t max, int *committed, int need);
-void store_release(void *base, size_t elem, size_t max);
+/* Gives the store back (committed: the elements store_commit made usable). */
+void store_release(void *base, size_t elem, size_t max, int committed);
 
 /* ---------------------------------------------------------------- ops.c (ops.def) */
 
@@ -115,7 +116,13 @@ typedef enum TensorKind {
     TK_PARAM, TK_GRAD, TK_OPTSTATE, TK_ACTIVATION, TK_ACTGRAD, TK_INPUT,
     TK_WORKSPACE, TK_COMM
 } TensorKind;
-typedef enum Region { RG_PARAMS, RG_GRADS, RG_OPTSTATE, RG_ARENA, RG_COUNT } Region;
+/* RG_HOST: host memory (pinned on CUDA; a separate allocation on the CPU
+ * target) that the offload levers move optimizer state and activations into
+ * (passes/offload.c). Its persistent roots (kinds param, grad, optstate)
+ * live for the whole step, packed; the others (activation copies) are
+ * planned by liveness like the arena. It is not device memory: the device
+ * peak, --mem and the CUDA reserve count the other four regions only. */
+typedef enum Region { RG_PARAMS, RG_GRADS, RG_OPTSTATE, RG_ARENA, RG_HOST, RG_COUNT } Region;
 typedef enum Phase { PH_FWD, PH_BWD, PH_OPT, PH_RECOMPUTE, PH_COMM, PH_COUNT } Phase;
 typedef enum InitKind { INIT_NONE, INIT_ZEROS, INIT_ONES, INIT_NORMAL } InitKind;
 
@@ -124,6 +131,8 @@ size_t dtype_size(DType);
 const char *tensor_kind_name(TensorKind);
 const char *region_name(Region);
 const char *phase_name(Phase);
+/* 1 for a region in device memory (all but RG_HOST). */
+int region_on_device(Region);
 
 typedef struct Tensor {
     int id;
@@ -250,6 +259,15 @@ typedef struct Graph {
                                    rank's 1/nranks of each update's (master) parameter */
     int tp;                     /* tensor parallel over this many ranks (passes/split_tp.c); 0: none */
     char *split_report;         /* --split auto: the candidates weighed (plan-text), or NULL */
+    /* host offload (passes/offload.c): what moved to the host region
+       (OFFLOAD_* bits) and how many copies a step numbers (op attr slot) */
+    int offload;
+    int copy_slots;
+    /* graph_clone copies every tensor and op name into one block (the
+       budget search clones by the hundred); names inside it are not freed
+       one by one: rename with graph_rename_tensor / graph_rename_op */
+    char *name_block;
+    size_t name_block_len;
     /* fusions that fired (passes/fuse*.c, for plan-text): per kind, how many
        and the elements of tensors they took out of the plan (net) */
     struct { const char *kind; int count; double elems; } fused[8];
@@ -274,9 +292,20 @@ int graph_root(const Graph *g, int t, size_t *offset);
  * caller-freed, valid until a view_of changes or a view is added. */
 int *graph_roots(const Graph *g, size_t **offsets);
 long graph_dim(const Graph *g, const char *name);   /* -1 when absent */
+/* 1 when root t lives for the whole step at a packed offset: every root of
+ * the params, grads and optstate regions, and the host region's roots of
+ * kind param, grad or optstate (masters, gradient copies, moments); the
+ * other roots (arena, the host region's activation copies) are planned by
+ * liveness. */
+int tensor_persistent(const Tensor *t);
+/* The bytes a plan needs in device memory: its regions less RG_HOST. */
+size_t graph_device_bytes(const Graph *g);
 /* Ranks that read rows of their own: every rank, or with tensor parallel
  * one per tp group (nranks / tp); 1 when not split. ZeRO shards over them. */
 int graph_data_ranks(const Graph *g);
+/* Replaces the name of tensor t (op o) with name (taken, allocated). */
+void graph_rename_tensor(Graph *g, int t, char *name);
+void graph_rename_op(Graph *g, int o, char *name);
 /* Rebuilds every tensor's consumer list from the ops. */
 void graph_relink(Graph *g);
 /* Incremental relinking of one op o, for a pass that rewrites a few ops
@@ -321,12 +350,19 @@ double op_bytes(const Graph *g, const Op *op);
  * ws: the planned workspace bytes (the chunking depends on it). */
 int op_launches(const Graph *g, const Op *op, size_t ws);
 /* 1 for the cast of a parameter master into its bf16 copy (passes/precision.c),
- * and under zero1/zero2 for the all-gather of the cast copy shards (gate 8,
- * passes/split.c): they run only when the host has written the masters
- * (GC_PHASE_PARAMS), not per step, since the optimizer update writes the copy. */
+ * under zero1/zero2 the all-gather of the cast copy shards (gate 8,
+ * passes/split.c), or the copy of the weights into their host master (an
+ * offload with slot -1, passes/offload.c): they run only when the host has
+ * written the masters (GC_PHASE_PARAMS), not per step, since the optimizer
+ * update writes the copy. */
 int op_param_refresh(const Graph *g, const Op *op);
-/* the phase an op is shown under: "params" for those casts, else phase_name */
+/* the phase an op is shown under: "params" for those, else phase_name */
 const char *op_phase_label(const Graph *g, const Op *op);
+/* 1 for an op that runs on the host or a copy engine, not as a kernel: the
+ * copies of the offload levers, their waits, an update on host tensors and
+ * the host cast of bf16 masters (passes/offload.c). No launches, no device
+ * bytes (the cost model prices the transfers and the host update apart). */
+int op_off_device(const Graph *g, const Op *op);
 /* Optimizer updates run as one multi-tensor launch per group: consecutive
  * updates (adamw, adamw_bf16) in the schedule with the same `layer` (the
  * layer slice; -1 for parameters outside the layer stack), at most

@@ -478,7 +478,7 @@ static int dgelu_bgrad_epilogue(const Graph *g, const Op *op, long batch, long N
 
 double op_bytes(const Graph *g, const Op *op)
 {
-    if (op_info[op->kind].cls == OPC_VIEW)
+    if (op_info[op->kind].cls == OPC_VIEW || op_off_device(g, op))
         return 0;
     double b = 0;
     for (int i = 0; i < op->nin; i++)
@@ -594,9 +594,20 @@ static int dgelu_bgrad_epilogue(const Graph *g, const Op *op, long batch, long N
            g->t[op->out[0]].numel > 0 && aligned16(g, op->in[2]) && aligned16(g, op->out[2]);
 }
 
+int op_off_device(const Graph *g, const Op *op)
+{
+    if (op->kind == OP_OFFLOAD || op->kind == OP_PREFETCH || op->kind == OP_COPY_WAIT)
+        return 1;
+    if (op->kind == OP_COPY && g->t[op->in[0]].region == RG_HOST)   /* the host cast of bf16 masters */
+        return 1;
+    return (op->kind == OP_ADAMW || op->kind == OP_ADAMW_BF16) && g->t[op->in[0]].region == RG_HOST;
+}
+
 int op_launches(const Graph *g, const Op *op, size_t ws)
 {
     const Tensor *in0 = op->nin ? T(0) : NULL;
+    if (op_off_device(g, op))
+        return 0;
     switch (op_info[op->kind].cls) {
     case OPC_VIEW: return 0;
     case OPC_EW: return 1;
@@ -661,10 +672,13 @@ int op_param_refresh(const Graph *g, const Op *op)
 {
     if (op->kind == OP_ALLGATHER)   /* zero1/zero2 of a bf16 program: the copy shards made whole */
         return op->phase == PH_COMM && (int)op->attr[2] == 8;
+    if (op->kind == OP_OFFLOAD || op->kind == OP_PREFETCH)   /* a copy without a slot (passes/offload.c) */
+        return op->attr[0] < 0;
     if (op->kind != OP_COPY)
         return 0;
-    const Tensor *in = &g->t[op->in[0]], *out = &g->t[op->out[0]];
-    return in->region == RG_PARAMS && out->region == RG_PARAMS && in->kind == TK_PARAM && out->kind == TK_PARAM;
+    const Tensor *in = &g->t[op->in[0]], *out = &g->t[op->out[0]];   /* on the host with the optimizer offloaded */
+    return (in->region == RG_PARAMS || in->region == RG_HOST) && (out->region == RG_PARAMS || out->region == RG_HOST) &&
+           in->kind == TK_PARAM && out->kind == TK_PARAM;
 }
 
 const char *op_phase_label(const Graph *g, const Op *op)
@@ -716,8 +730,8 @@ void graph_step_traffic(const Graph *g, long launches[PH_COUNT], double bytes[PH
             if (g->t[graph_root(g, op->out[i], NULL)].kind == TK_GRAD)
                 later.acc |= 1 << i;
         int skip_later = runs > 1 && op->kind == OP_FILL && later.acc != op->acc;
-        if (is_update(op))              /* one multi-tensor launch per group */
-            launches[op->phase] += op_update_group_len(g, k) > 0;
+        if (is_update(op))              /* one multi-tensor launch per group (none on the host) */
+            launches[op->phase] += op_update_group_len(g, k) > 0 && !op_off_device(g, op);
         else
             launches[op->phase] += op_launches(g, op, ws) + (skip_later ? 0 : (runs - 1) * op_launches(g, &later, ws));
         bytes[op->phase] += op_bytes(g, op) + (skip_later ? 0 : (runs - 1) * op_bytes(g, &later));

@@ -145,13 +145,11 @@ void ir_print_summary(FILE *f, const Graph *g)
     fprintf(f, "total_gflops_per_step: %.3f\n", flops / 1e9);
     if (g->nsched) {
         fprintf(f, "schedule: %s\n", g->schedule_name);
-        for (int r = 0; r < RG_COUNT; r++)
-            fprintf(f, "%s_bytes: %zu\n", region_name((Region)r), g->region_bytes[r]);
+        for (int r = 0; r < RG_COUNT; r++)   /* the host region when there is one */
+            if (region_on_device((Region)r) || g->region_bytes[r])
+                fprintf(f, "%s_bytes: %zu\n", region_name((Region)r), g->region_bytes[r]);
         fprintf(f, "arena_lower_bound_bytes: %zu\n", g->region_lower_bound[RG_ARENA]);
-        size_t total = 0;
-        for (int r = 0; r < RG_COUNT; r++)
-            total += g->region_bytes[r];
-        fprintf(f, "planned_bytes: %zu\n", total);
+        fprintf(f, "planned_bytes: %zu\n", graph_device_bytes(g));   /* device memory */
         long launches[PH_COUNT], nl = 0;
         double bytes[PH_COUNT], nb = 0;
         graph_step_traffic(g, launches, bytes);

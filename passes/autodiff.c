@@ -696,6 +696,9 @@ static void grad_internal(AD *ad, const Op *op, int dy)
 #define RULE_ADD_RMSNORM grad_internal
 #define RULE_SWIGLU grad_internal
 #define RULE_SWIGLU_BWD grad_internal
+#define RULE_OFFLOAD grad_internal
+#define RULE_PREFETCH grad_internal
+#define RULE_COPY_WAIT grad_internal
 
 static const GradFn grad_rule[OP_COUNT] = {
 #define OP(E, name, nin, nout, attrs, cls) [OP_##E] = RULE_##E,

@@ -476,8 +476,7 @@ static int rewrite(Graph *g, Ctx *c, const Match *m)
         g->t[m->internal[i]].producer = -1;
     Op *f = &g->ops[fid];
     char *fname = xasprintf("%s.attention", g->t[m->y].name);
-    free(f->name);
-    f->name = fname;
+    graph_rename_op(g, fid, fname);
     f->kind = OP_ATTENTION;
     f->dead = 0;
     f->nin = 1, f->in[0] = m->x;
@@ -498,8 +497,7 @@ static int rewrite(Graph *g, Ctx *c, const Match *m)
         Op *b = &g->ops[writer];
         int acc = b->acc & 1;
         char *bname = xasprintf("bwd.%s", fname);
-        free(b->name);
-        b->name = bname;
+        graph_rename_op(g, writer, bname);
         b->kind = OP_ATTENTION_BWD;
         b->dead = 0;
         b->nin = 4;
@@ -579,8 +577,7 @@ static int rewrite_gqa(Graph *g, Ctx *c, const Match *m)
         g->t[m->internal[i]].producer = -1;
     Op *f = &g->ops[fid];
     char *fname = xasprintf("%s.attention", g->t[m->y].name);
-    free(f->name);
-    f->name = fname;
+    graph_rename_op(g, fid, fname);
     f->kind = OP_ATTENTION_GQA;
     f->dead = 0;
     f->nin = 3;
@@ -604,8 +601,7 @@ static int rewrite_gqa(Graph *g, Ctx *c, const Match *m)
             kill(g, c, bwd[i]);
         Op *b = &g->ops[slot];
         char *bname = xasprintf("bwd.%s", fname);
-        free(b->name);
-        b->name = bname;
+        graph_rename_op(g, slot, bname);
         b->kind = OP_ATTENTION_GQA_BWD;
         b->dead = 0;
         b->nin = 6;

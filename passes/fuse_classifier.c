@@ -123,9 +123,8 @@ void pass_fuse_classifier(Graph *g, long rows)
     for (int k = 0; k < 5; k++)
         g->ops[dead[k]].dead = 1;
     /* the fused op takes the matmul's slot (before everything that reads dx or dw) */
+    graph_rename_op(g, mm, xasprintf("%s.classifier", g->t[g->loss].name));
     Op *f = &g->ops[mm];
-    free(f->name);
-    f->name = xasprintf("%s.classifier", g->t[g->loss].name);
     f->kind = OP_CLASSIFIER;
     f->nin = 3, f->in[0] = x, f->in[1] = w, f->in[2] = targets;
     f->nout = 6, f->out[0] = g->loss, f->out[1] = dx, f->out[2] = dw, f->out[3] = chunk, f->out[4] = rowloss;

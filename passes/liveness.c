@@ -5,8 +5,10 @@
  * output is both). A view's use is also a use of every tensor above it up to
  * its root, so a root lives while any of its views does, and a view lives
  * while its own sub-views do. Then:
- *   - roots of persistent regions (params, grads, optstate) and their views'
- *     roots live for the whole schedule [0, nsched-1];
+ *   - persistent roots (tensor_persistent: every root of params, grads and
+ *     optstate, and the host region's masters, gradient copies and
+ *     moments) and their views' roots live for the whole schedule
+ *     [0, nsched-1];
  *   - arena inputs (TK_INPUT) are live from step 0 (the host writes them
  *     before the step runs);
  *   - the loss and the --sample row (g->sample_logits) are live until the
@@ -91,7 +93,7 @@ void fill_liveness(Graph *g)
         Tensor *t = &g->t[i];
         if (t->view_of >= 0)
             continue;
-        if (t->region != RG_ARENA)
+        if (tensor_persistent(t))
             t->first = 0, t->last = end;
         else if (t->kind == TK_INPUT)
             widen(g, i, 0, t->last < 0 ? 0 : t->last);

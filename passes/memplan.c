@@ -13,6 +13,15 @@
  * Several orderings feed one best-fit placer; the smallest arena wins. The
  * lower bound is the largest total size of buffers live at one step
  * (docs/plan.md). With g->no_reuse every arena root gets its own storage.
+ *
+ * The host region (RG_HOST, passes/offload.c) is both: its persistent roots
+ * (tensor_persistent: the moments in optstate's order, so that its first
+ * bytes are laid out as an optstate region would be, then parameters that
+ * live there (the fp32 masters of --precision bf16) in declaration order,
+ * then the other masters and gradient copies) packed from offset 0, then, from the next ALIGN boundary,
+ * its other roots (activation copies) placed by the same best-fit placer as
+ * the arena, by liveness; no in-place reuse there. Its lower bound is the
+ * persistent bytes plus the largest live total of the others.
  */
 #include <stdint.h>
 #include <stdlib.h>
@@ -48,7 +57,8 @@ static void pack(Graph *g, int t, Region r, char *placed, size_t *end)
     *end += g->t[t].bytes;
 }
 
-static void plan_persistent(Graph *g, char *placed)
+/* The persistent roots; returns the host region's persistent bytes. */
+static size_t plan_persistent(Graph *g, char *placed)
 {
     size_t end[RG_COUNT] = {0};
     for (int i = 0; i < g->nparams; i++)
@@ -57,16 +67,23 @@ static void plan_persistent(Graph *g, char *placed)
         pack(g, i, RG_PARAMS, placed, &end[RG_PARAMS]);
     for (int i = 0; i < g->nparams; i++)
         pack(g, g->t[g->params[i]].grad, RG_GRADS, placed, &end[RG_GRADS]);
-    for (int i = 0; i < g->nparams; i++)
-        pack(g, g->t[g->params[i]].opt_m, RG_OPTSTATE, placed, &end[RG_OPTSTATE]);
-    for (int i = 0; i < g->nparams; i++)
-        pack(g, g->t[g->params[i]].opt_v, RG_OPTSTATE, placed, &end[RG_OPTSTATE]);
+    for (int r = RG_OPTSTATE; r <= RG_HOST; r += RG_HOST - RG_OPTSTATE) {   /* optstate's layout, in either */
+        for (int i = 0; i < g->nparams; i++)
+            pack(g, g->t[g->params[i]].opt_m, (Region)r, placed, &end[r]);
+        for (int i = 0; i < g->nparams; i++)
+            pack(g, g->t[g->params[i]].opt_v, (Region)r, placed, &end[r]);
+    }
+    for (int i = 0; i < g->nparams; i++)   /* masters on the host (bf16 offload): llm.c's layout too */
+        pack(g, g->params[i], RG_HOST, placed, &end[RG_HOST]);
     for (int i = 0; i < g->nt; i++) {
         pack(g, i, RG_GRADS, placed, &end[RG_GRADS]);
         pack(g, i, RG_OPTSTATE, placed, &end[RG_OPTSTATE]);
+        if (tensor_persistent(&g->t[i]))
+            pack(g, i, RG_HOST, placed, &end[RG_HOST]);
     }
     for (int r = 0; r < RG_ARENA; r++)   /* all live throughout: the bound is the sum */
         g->region_bytes[r] = g->region_lower_bound[r] = end[r];
+    return end[RG_HOST];
 }
 
 /* ------------------------------------------------------------ in-place */
@@ -107,20 +124,22 @@ static int inplace_parent(const Graph *g, const int *root, const size_t *roff, c
     return -1;
 }
 
-/* Fills buf_of[t] (buffer index of each live arena root, -1 otherwise) and
- * the buffers; records in-place chains in inplace_of. Returns the count. */
-static int make_buffers(Graph *g, const int *root, const size_t *roff, int *buf_of, Buf *bufs)
+/* Fills buf_of[t] (buffer index of each live planned root of region r:
+ * the arena's, or the host region's that are not persistent; -1 otherwise)
+ * and the buffers; in the arena, records in-place chains in inplace_of.
+ * Returns the count. */
+static int make_buffers(Graph *g, Region r, const int *root, const size_t *roff, int *buf_of, Buf *bufs)
 {
     int n = 0;
     for (int i = 0; i < g->nt; i++) {
         Tensor *t = &g->t[i];
         buf_of[i] = -1;
-        if (!is_root(t) || t->region != RG_ARENA || t->first < 0)
+        if (!is_root(t) || t->region != r || tensor_persistent(t) || t->first < 0)
             continue;
         buf_of[i] = n;
         bufs[n++] = (Buf){t->first, t->last, round_up(t->bytes)};
     }
-    if (g->no_reuse)
+    if (g->no_reuse || r != RG_ARENA)
         return n;
     int *merged = xcalloc((size_t)n, sizeof *merged);
     for (int s = 0; s < g->nsched; s++) {
@@ -524,6 +543,28 @@ static size_t plan_buffers(const Graph *g, const Buf *b, int n, size_t *off)
 
 /* ------------------------------------------------------------ the pass */
 
+/* Places the planned roots of region r (arena, or the host region's
+ * activation copies) from byte base on: sets their offsets and the region's
+ * size and bound (the bound: base_bytes plus the largest live total). */
+static void plan_region(Graph *g, Region r, const int *root, const size_t *roff, size_t base, size_t base_bytes)
+{
+    int *buf_of = xmalloc(((size_t)g->nt + 1) * sizeof *buf_of);
+    Buf *bufs = xmalloc(((size_t)g->nt + 1) * sizeof *bufs);
+    int n = make_buffers(g, r, root, roff, buf_of, bufs);
+    size_t *profile = xmalloc(((size_t)g->nsched + 1) * sizeof *profile);
+    g->region_lower_bound[r] = base_bytes + live_profile(bufs, n, g->nsched, profile);
+    free(profile);
+    size_t *off = xmalloc(((size_t)n + 1) * sizeof *off);
+    size_t top = plan_buffers(g, bufs, n, off);
+    g->region_bytes[r] = n > 0 ? base + top : base_bytes;
+    for (int i = 0; i < g->nt; i++)
+        if (buf_of[i] >= 0)
+            g->t[i].offset = base + off[buf_of[i]];
+    free(off);
+    free(bufs);
+    free(buf_of);
+}
+
 void pass_memplan(Graph *g)
 {
     for (int i = 0; i < g->nt; i++) {
@@ -531,25 +572,13 @@ void pass_memplan(Graph *g)
         g->t[i].offset = 0;
     }
     char *placed = xcalloc((size_t)g->nt + 1, 1);
-    plan_persistent(g, placed);
+    size_t host = plan_persistent(g, placed);
     free(placed);
 
-    int *buf_of = xmalloc(((size_t)g->nt + 1) * sizeof *buf_of);
-    Buf *bufs = xmalloc(((size_t)g->nt + 1) * sizeof *bufs);
     size_t *roff;
     int *root = graph_roots(g, &roff);   /* the plan changes no view */
-    int n = make_buffers(g, root, roff, buf_of, bufs);
-    size_t *profile = xmalloc(((size_t)g->nsched + 1) * sizeof *profile);
-    g->region_lower_bound[RG_ARENA] = live_profile(bufs, n, g->nsched, profile);
-    free(profile);
-    size_t *off = xmalloc(((size_t)n + 1) * sizeof *off);
-    g->region_bytes[RG_ARENA] = plan_buffers(g, bufs, n, off);
-    for (int i = 0; i < g->nt; i++)
-        if (buf_of[i] >= 0)
-            g->t[i].offset = off[buf_of[i]];
-    free(off);
-    free(bufs);
-    free(buf_of);
+    plan_region(g, RG_ARENA, root, roff, 0, 0);
+    plan_region(g, RG_HOST, root, roff, round_up(host), host);
 
     for (int i = 0; i < g->nt; i++) {   /* views follow their roots */
         Tensor *t = &g->t[i];
@@ -573,7 +602,7 @@ void fill_arena_lower_bound(Graph *g)
     Buf *bufs = xmalloc(((size_t)g->nt + 1) * sizeof *bufs);
     size_t *roff;
     int *root = graph_roots(g, &roff);   /* the plan changes no view */
-    int n = make_buffers(g, root, roff, buf_of, bufs);
+    int n = make_buffers(g, RG_ARENA, root, roff, buf_of, bufs);
     size_t *profile = xmalloc(((size_t)g->nsched + 1) * sizeof *profile);
     g->region_lower_bound[RG_ARENA] = live_profile(bufs, n, g->nsched, profile);
     free(profile);

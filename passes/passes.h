@@ -145,6 +145,16 @@ typedef struct DeviceProfile {
     double launch_s;         /* fixed seconds per kernel */
     double mm_eff;           /* a large matmul's fraction of the peak */
     double mm_half;          /* a matmul dimension of this size halves the efficiency */
+    /* host offload (passes/offload.c): the device's host link (bytes/s each
+       way, PCIe), the host's memory bandwidth and AdamW rate (elements/s) with
+       the whole host, which the devices of one host (up to devices_per_host
+       ranks) share, and the fixed seconds of one copy or host update */
+    double link_bw;
+    double host_bw;
+    double host_update_rate;
+    int devices_per_host;
+    double copy_s;
+    int sync_copies;         /* 1: copies and host updates run at once on the compute thread (the CPU target) */
 } DeviceProfile;
 /* The profile called name (see device_profile_names), NULL when unknown. */
 const DeviceProfile *device_profile(const char *name);
@@ -164,6 +174,14 @@ typedef struct StepCost {
                                   backward (fused-opt): a first forward and backward whose
                                   updates only add up their gradients' squares (0: the
                                   program keeps every gradient, plain schedule) */
+    /* host offload: bytes copied per step each way, the seconds the copies
+       and the host updates take on their streams, and what the step waits
+       for them beyond its compute (seconds includes it) */
+    double d2h_bytes, h2d_bytes, copy_seconds, host_update_seconds, offload_exposed;
+    /* a lower bound on the step of the same plan with the optimizer
+       offloaded: the compute until the first update (in the last
+       micro-batch), then every update's elements on the host */
+    double update_floor;
 } StepCost;
 /* The predicted step of the scheduled graph g on d (fwd, bwd and recompute
  * ops once per micro-batch); per_op[op id] (may be NULL) gets each op's cost.
@@ -217,6 +235,19 @@ typedef enum ScheduleKind {
 } ScheduleKind;
 /* Fills g->sched / g->nsched and every op's step. */
 void pass_schedule(Graph *g, ScheduleKind kind);
+
+/* ---------------------------------------------------------------- offload.c */
+/* What moves to the host region (--offload): the optimizer's masters,
+ * moments and gradient copies, with the update run on the host (opt);
+ * chosen activations between their forward and backward uses (act). */
+enum { OFFLOAD_NONE = 0, OFFLOAD_OPT = 1, OFFLOAD_ACT = 2 };
+/* "none", "opt", "act", "opt+act" */
+const char *offload_name(int what);
+/* Moves what `what` names to the host region and adds the copies (offload,
+ * prefetch) and their waits (copy_wait) to the schedule; sets g->offload
+ * and g->copy_slots. Run after pass_schedule and pass_workspace, before
+ * fill_liveness. */
+void pass_offload(Graph *g, int what);
 
 /* ---------------------------------------------------------------- liveness.c */
 /* Fills first/last (inclusive schedule steps) of every tensor. Inputs are

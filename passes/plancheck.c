@@ -3,7 +3,11 @@
  * Shares no code with liveness.c or memplan.c: it re-derives everything it
  * needs from the graph and the schedule. A plan is sound when
  *   1. every tensor that is live (and every persistent root) lies inside its
- *      region, arena roots are LIVE_ALIGN-aligned;
+ *      region, planned roots are LIVE_ALIGN-aligned. Persistent: every root
+ *      of params, grads and optstate, and the roots of kind param, grad or
+ *      optstate of the host region (masters, gradient copies, moments);
+ *      planned: the arena's roots and the host region's others (activation
+ *      copies);
  *   2. a view has its root's region, the offset root + view_offset, lies
  *      inside the tensor it views, and lives within its root's interval;
  *   3. intervals cover the schedule: each op's inputs and outputs (and the
@@ -18,7 +22,8 @@
  *      intersect, except a child and its in-place parent at the handover step
  *      (with --no-reuse: no two arena roots overlap at all);
  *   6. each region's lower bound, recomputed (docs/plan.md), equals
- *      g->region_lower_bound[] and is <= the region's size;
+ *      g->region_lower_bound[] and is <= the region's size (the host
+ *      region's: its persistent bytes plus the bound of its planned roots);
  *   7. with micro-batches, no parameter gradient lies in the arena (they
  *      accumulate across the runs of the step);
  *   8. no op writes bytes through one tensor while another tensor of the same
@@ -34,6 +39,20 @@
  *      that is its view ancestor (gradient_owners: both are one gradient's
  *      bytes). (The rule autodiff follows so that this holds is stated at
  *      may_share in autodiff.c.)
+ *   9. host memory and its copies (passes/offload.c): only copies
+ *      (offload: device -> host, prefetch: host -> device, the same bytes and
+ *      dtype), their waits and host updates (adamw on host tensors only)
+ *      touch the host region; each copy with a slot (>= 0, below
+ *      g->copy_slots, each slot once) has one copy_wait of that slot later in
+ *      the schedule, on its device and host tensors, run in the same part of
+ *      the step (fwd, bwd, opt, or the params refresh); a copy without one
+ *      (slot -1) is a refresh of weights (into their host master, or a
+ *      host-cast bf16 copy to the device), on the compute stream. Between a
+ *      copy and its wait (the copy is in flight) no op writes its source's
+ *      bytes, and none reads or writes its destination's bytes, but the ops
+ *      that wait for the copy themselves: the host update of a gradient copy
+ *      and the prefetch of an activation copy (the copy is the producer of
+ *      what they read).
  */
 #include <stdarg.h>
 #include <stdio.h>
@@ -147,6 +166,14 @@ static int top_at(const Graph *g, const Memo *m, int t, size_t *off)
 
 static int live(const Tensor *t) { return t->first >= 0 && t->last >= t->first; }
 
+/* A root that lives for the whole step at a packed offset (rule 1). */
+static int persistent(const Tensor *t)
+{
+    if (t->region == RG_HOST)
+        return t->kind == TK_PARAM || t->kind == TK_GRAD || t->kind == TK_OPTSTATE;
+    return t->region != RG_ARENA;
+}
+
 static int overlap_time(const Tensor *a, const Tensor *b)
 {
     return a->first <= b->last && b->first <= a->last;
@@ -159,17 +186,17 @@ static int check_places(const Graph *g, const Memo *m, char *err, size_t errlen)
         const Tensor *t = &g->t[i];
         if ((unsigned)t->region >= RG_COUNT)
             return fail(err, errlen, "tensor %s: bad region %d", t->name, (int)t->region);
-        int persistent = t->region != RG_ARENA;
-        if ((live(t) || persistent) &&
+        int fixed = persistent(t);   /* a view: its kind is its root's */
+        if ((live(t) || fixed) &&
             (t->offset > g->region_bytes[t->region] ||
              t->bytes > g->region_bytes[t->region] - t->offset))
             return fail(err, errlen, "tensor %s: [%zu, %zu) outside region %s of %zu bytes",
                         t->name, t->offset, t->offset + t->bytes, region_name(t->region),
                         g->region_bytes[t->region]);
         if (t->view_of < 0) {
-            if (!persistent && live(t) && t->offset % LIVE_ALIGN)
-                return fail(err, errlen, "tensor %s: arena offset %zu not %zu-aligned",
-                            t->name, t->offset, LIVE_ALIGN);
+            if (!fixed && live(t) && t->offset % LIVE_ALIGN)
+                return fail(err, errlen, "tensor %s: %s offset %zu not %zu-aligned",
+                            t->name, region_name(t->region), t->offset, LIVE_ALIGN);
             continue;
         }
         if (t->view_of >= g->nt || t->view_of == i)
@@ -182,6 +209,9 @@ static int check_places(const Graph *g, const Memo *m, char *err, size_t errlen)
         if (t->region != r->region)
             return fail(err, errlen, "view %s in %s but its root %s in %s", t->name,
                         region_name(t->region), r->name, region_name(r->region));
+        if (persistent(t) != persistent(r))
+            return fail(err, errlen, "view %s (%s) of %s (%s): one persistent, the other planned", t->name,
+                        tensor_kind_name(t->kind), r->name, tensor_kind_name(r->kind));
         if (t->offset != r->offset + off)
             return fail(err, errlen, "view %s: offset %zu, expected root %s at %zu + %zu",
                         t->name, t->offset, r->name, r->offset, off);
@@ -227,7 +257,7 @@ static int check_first_writes(const Graph *g, const Memo *m, char *err, size_t e
         for (int j = 0; j < op->nout && !rc; j++) {
             size_t off;
             int r = top_at(g, m, op->out[j], &off);
-            if (g->t[r].region != RG_ARENA)
+            if (persistent(&g->t[r]))
                 continue;
             if (!(op->acc >> j & 1))
                 written[r] = 1;
@@ -262,7 +292,7 @@ static int check_intervals(const Graph *g, const Memo *m, char *err, size_t errl
         const Tensor *t = &g->t[i];
         if (t->view_of >= 0)
             continue;
-        if (t->region != RG_ARENA && (t->first != 0 || t->last != end))
+        if (persistent(t) && (t->first != 0 || t->last != end))
             return fail(err, errlen, "persistent %s live [%d, %d], not [0, %d]", t->name,
                         t->first, t->last, end);
         if (t->region == RG_ARENA && t->kind == TK_INPUT && t->first != 0)
@@ -356,11 +386,11 @@ static int check_overlap(const Graph *g, Region r, Item *items, char *err, size_
     int n = 0;
     for (int i = 0; i < g->nt; i++) {
         const Tensor *t = &g->t[i];
-        if (t->view_of < 0 && t->region == r && (live(t) || r != RG_ARENA) && t->bytes > 0)
+        if (t->view_of < 0 && t->region == r && (live(t) || persistent(t)) && t->bytes > 0)
             items[n++] = (Item){t->offset, t->offset + t->bytes, i};
     }
     qsort(items, (size_t)n, sizeof *items, item_cmp);
-    int strict = r == RG_ARENA ? g->no_reuse : 1;
+    int strict = r == RG_ARENA || r == RG_HOST ? g->no_reuse : 1;
     for (int i = 0; i < n; i++)
         for (int j = i + 1; j < n && items[j].lo < items[i].hi; j++) {
             const Tensor *a = &g->t[items[i].id], *b = &g->t[items[j].id];
@@ -381,9 +411,11 @@ static int event_cmp(const void *a, const void *b)
     return x->add - y->add;   /* releases (step last+1) before allocations */
 }
 
-/* 6: the arena bound: in-place chains merged into one storage over the union
- * of their intervals, sizes rounded up, the largest live total at a step. */
-static size_t arena_bound(const Graph *g, int *head, Event *ev)
+/* 6: the bound of the planned roots of region r (the arena; the host
+ * region's activation copies): in-place chains merged into one storage over
+ * the union of their intervals, sizes rounded up, the largest live total at
+ * a step. */
+static size_t planned_bound(const Graph *g, Region r, int *head, Event *ev)
 {
     for (int i = 0; i < g->nt; i++)
         head[i] = -1;
@@ -412,7 +444,7 @@ static size_t arena_bound(const Graph *g, int *head, Event *ev)
         first[i] = -1, last[i] = -2;
     for (int i = 0; i < g->nt; i++) {
         const Tensor *t = &g->t[i];
-        if (t->view_of >= 0 || t->region != RG_ARENA || !live(t))
+        if (t->view_of >= 0 || t->region != r || persistent(t) || !live(t))
             continue;
         int h = head[i];
         size_t sz = (t->bytes + LIVE_ALIGN - 1) / LIVE_ALIGN * LIVE_ALIGN;
@@ -446,9 +478,10 @@ static int check_bounds(const Graph *g, int *head, Event *ev, char *err, size_t 
 {
     size_t lb[RG_COUNT] = {0};
     for (int i = 0; i < g->nt; i++)
-        if (g->t[i].view_of < 0 && g->t[i].region != RG_ARENA)
+        if (g->t[i].view_of < 0 && persistent(&g->t[i]))
             lb[g->t[i].region] += g->t[i].bytes;
-    lb[RG_ARENA] = arena_bound(g, head, ev);
+    lb[RG_ARENA] = planned_bound(g, RG_ARENA, head, ev);
+    lb[RG_HOST] += planned_bound(g, RG_HOST, head, ev);
     for (int r = 0; r < RG_COUNT; r++) {
         if (lb[r] != g->region_lower_bound[r])
             return fail(err, errlen, "region %s: lower bound %zu, recomputed %zu",
@@ -642,6 +675,163 @@ static int check_alias_reads(const Graph *g, const Memo *m, char *err, size_t er
     return rc;
 }
 
+/* 9: host memory and copies (see the header). */
+static int is_copy(const Op *op) { return op->kind == OP_OFFLOAD || op->kind == OP_PREFETCH; }
+
+static int is_host_update(const Graph *g, const Op *op)
+{
+    return ((op->kind == OP_ADAMW || op->kind == OP_ADAMW_BF16) && g->t[op->in[0]].region == RG_HOST) ||
+           (op->kind == OP_COPY && g->t[op->in[0]].region == RG_HOST);   /* the host cast of bf16 masters */
+}
+
+/* The part of the step an op runs in, as the emitted step gates it: 1 fwd,
+ * 2 bwd (recompute too), 4 opt, 8 the params refresh; a collective by its
+ * gate attribute. */
+static int gate_of(const Graph *g, const Op *op)
+{
+    if (op_param_refresh(g, op))
+        return 8;
+    if (op->phase == PH_COMM)
+        return (int)op->attr[2];
+    return op->phase == PH_OPT ? 4 : op->phase == PH_BWD || op->phase == PH_RECOMPUTE ? 2 : 1;
+}
+
+/* One access of a tensor's bytes at a step, by root (sorted). */
+typedef struct Hit { int root, step, write; size_t lo, hi; } Hit;
+
+static int hit_cmp(const void *a, const void *b)
+{
+    const Hit *x = a, *y = b;
+    if (x->root != y->root)
+        return x->root < y->root ? -1 : 1;
+    return (x->step > y->step) - (x->step < y->step);
+}
+
+/* The first hit of root r after step s (hits sorted), or n. */
+static int first_hit(const Hit *h, int n, int r, int s)
+{
+    int a = 0, b = n;
+    while (a < b) {
+        int mid = (a + b) / 2;
+        if (h[mid].root < r || (h[mid].root == r && h[mid].step <= s))
+            a = mid + 1;
+        else
+            b = mid;
+    }
+    return a;
+}
+
+static int check_copies(const Graph *g, const Memo *m, char *err, size_t errlen)
+{
+    int nslots = g->copy_slots, rc = 0;
+    int *copy_at = malloc(((size_t)nslots + 1) * sizeof *copy_at), *wait_at = malloc(((size_t)nslots + 1) * sizeof *wait_at);
+    size_t nacc = 0;
+    for (int s = 0; s < g->nsched; s++)
+        nacc += (size_t)g->ops[g->sched[s]].nin + (size_t)g->ops[g->sched[s]].nout;
+    Hit *hits = malloc((nacc + 1) * sizeof *hits);
+    if (!copy_at || !wait_at || !hits)
+        IR_BUG("out of memory");
+    for (int k = 0; k < nslots; k++)
+        copy_at[k] = wait_at[k] = -1;
+    int nh = 0;
+    for (int s = 0; s < g->nsched && !rc; s++) {
+        const Op *op = &g->ops[g->sched[s]];
+        int host = 0, all_host = 1;
+        for (int i = 0; i < op->nin + op->nout; i++) {
+            int t = i < op->nin ? op->in[i] : op->out[i - op->nin];
+            size_t off;
+            int r = top_at(g, m, t, &off);
+            host |= g->t[t].region == RG_HOST;
+            all_host &= g->t[t].region == RG_HOST;
+            if (op_info[op->kind].cls != OPC_VIEW && g->t[t].bytes)
+                hits[nh++] = (Hit){r, s, i >= op->nin || (op->acc >> (i - op->nin) & 1), off, off + g->t[t].bytes};
+        }
+        if (is_host_update(g, op) && !all_host)
+            rc = fail(err, errlen, "host update %s at step %d reads device memory", op->name, s);
+        else if (host && !is_copy(op) && op->kind != OP_COPY_WAIT && !is_host_update(g, op))
+            rc = fail(err, errlen, "op %s at step %d touches the host region; only copies and host updates may",
+                      op->name, s);
+        if (rc || (!is_copy(op) && op->kind != OP_COPY_WAIT))
+            continue;
+        int slot = (int)op->attr[0];
+        if (op->kind == OP_COPY_WAIT) {
+            if (slot < 0 || slot >= nslots || wait_at[slot] >= 0)
+                rc = fail(err, errlen, "copy_wait %s at step %d: slot %d unknown or waited twice", op->name, s, slot);
+            else
+                wait_at[slot] = s;
+            continue;
+        }
+        const Tensor *in = &g->t[op->in[0]], *out = &g->t[op->out[0]];
+        int to_host = op->kind == OP_OFFLOAD;
+        if ((in->region == RG_HOST) == to_host || (out->region == RG_HOST) != to_host)
+            rc = fail(err, errlen, "%s %s at step %d copies %s (%s) into %s (%s)", op_info[op->kind].name, op->name,
+                      s, in->name, region_name(in->region), out->name, region_name(out->region));
+        else if (in->bytes != out->bytes || in->dtype != out->dtype)
+            rc = fail(err, errlen, "%s %s at step %d: %s and %s differ in bytes or dtype", op_info[op->kind].name,
+                      op->name, s, in->name, out->name);
+        else if (slot < 0 && !(out->kind == TK_PARAM && in->kind == TK_PARAM))
+            rc = fail(err, errlen, "%s %s at step %d has no slot but is no refresh of weights", op_info[op->kind].name,
+                      op->name, s);
+        else if (slot >= nslots || (slot >= 0 && copy_at[slot] >= 0))
+            rc = fail(err, errlen, "%s %s at step %d: slot %d out of range or used twice", op_info[op->kind].name,
+                      op->name, s, slot);
+        else if (slot >= 0)
+            copy_at[slot] = s;
+    }
+    qsort(hits, (size_t)nh, sizeof *hits, hit_cmp);
+    for (int k = 0; k < nslots && !rc; k++)
+        if (copy_at[k] >= 0 && wait_at[k] <= copy_at[k])
+            rc = fail(err, errlen, "copy %s (slot %d, step %d) has no copy_wait after it",
+                      g->ops[g->sched[copy_at[k]]].name, k, copy_at[k]);
+        else if (copy_at[k] < 0 && wait_at[k] >= 0)
+            rc = fail(err, errlen, "copy_wait %s (slot %d) waits for no copy", g->ops[g->sched[wait_at[k]]].name, k);
+    for (int k = 0; k < nslots && !rc; k++) {
+        if (copy_at[k] < 0)
+            continue;
+        const Op *c = &g->ops[g->sched[copy_at[k]]];
+        int w = wait_at[k];
+        if (w < 0 || w <= copy_at[k]) {
+            rc = fail(err, errlen, "copy %s (slot %d, step %d) has no copy_wait after it", c->name, k, copy_at[k]);
+            break;
+        }
+        const Op *wo = &g->ops[g->sched[w]];
+        int dev = c->kind == OP_OFFLOAD ? c->in[0] : c->out[0], host = c->kind == OP_OFFLOAD ? c->out[0] : c->in[0];
+        if (wo->in[0] != dev || wo->in[1] != host) {
+            rc = fail(err, errlen, "copy_wait %s (slot %d) waits on %s, %s; the copy %s moves %s, %s", wo->name, k,
+                      g->t[wo->in[0]].name, g->t[wo->in[1]].name, c->name, g->t[dev].name, g->t[host].name);
+            break;
+        }
+        if (gate_of(g, wo) != gate_of(g, c)) {
+            rc = fail(err, errlen, "copy %s and its copy_wait %s run in different parts of the step", c->name, wo->name);
+            break;
+        }
+        /* in flight over (copy, wait): no write of the source, no use of the destination */
+        for (int side = 0; side < 2 && !rc; side++) {
+            int t = side ? c->out[0] : c->in[0];
+            size_t off;
+            int r = top_at(g, m, t, &off);
+            size_t lo = off, hi = off + g->t[t].bytes;
+            for (int h = first_hit(hits, nh, r, copy_at[k]); h < nh && hits[h].root == r && hits[h].step < w; h++) {
+                if (!(hits[h].lo < hi && lo < hits[h].hi) || (side == 0 && !hits[h].write))
+                    continue;
+                const Op *o = &g->ops[g->sched[hits[h].step]];
+                int waits = side && ((is_host_update(g, o) && o->nin > 1 && o->in[1] == t) ||
+                                     (o->kind == OP_PREFETCH && o->in[0] == t));
+                if (!waits && o->kind != OP_COPY_WAIT) {
+                    rc = fail(err, errlen, "op %s at step %d %s %s while copy %s (slot %d, steps %d..%d) is in "
+                              "flight", o->name, hits[h].step, side ? "uses" : "writes", g->t[t].name, c->name, k,
+                              copy_at[k], w);
+                    break;
+                }
+            }
+        }
+    }
+    free(copy_at);
+    free(wait_at);
+    free(hits);
+    return rc;
+}
+
 /* 7: with micro-batches the step's fwd/bwd ops run several times and
  * parameter gradients accumulate across the runs, so no parameter gradient
  * may live in the (reused) arena. */
@@ -666,7 +856,8 @@ int plan_check(const Graph *g, char *err, size_t errlen)
     memo_fill(g, &m);
     int bad = check_places(g, &m, err, errlen) || check_intervals(g, &m, err, errlen) ||
               check_first_writes(g, &m, err, errlen) || check_inplace(g, &m, err, errlen) ||
-              check_micro(g, err, errlen) || check_alias_reads(g, &m, err, errlen);
+              check_micro(g, err, errlen) || check_alias_reads(g, &m, err, errlen) ||
+              check_copies(g, &m, err, errlen);
     memo_free(&m);
     if (bad)
         return -1;

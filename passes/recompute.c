@@ -215,10 +215,24 @@ void pass_recompute(Graph *g, const RecomputeChoice *choice, int nlayers)
     /* clones: top layer first (the backward's order), forward order inside */
     RC rc = {.g = g};
     grow_map(&rc);
-    for (int l = nlayers - 1; l >= 0; l--)
-        for (int o = 0; o < nops; o++) {
-            if (!pick[o] || g->ops[o].layer != l)
-                continue;
+    int *order = xmalloc(((size_t)nops + 1) * sizeof *order), norder = 0;   /* the picked ops by layer, top first */
+    int *count = xcalloc((size_t)nlayers + 1, sizeof *count);
+    for (int o = 0; o < nops; o++)
+        if (pick[o] && g->ops[o].layer >= 0 && g->ops[o].layer < nlayers)
+            count[g->ops[o].layer]++;
+    for (int l = nlayers - 1, at = 0; l >= 0; l--) {   /* count[l]: where layer l's ops start */
+        int c = count[l];
+        count[l] = at;
+        at += c;
+        norder = at;
+    }
+    for (int o = 0; o < nops; o++)
+        if (pick[o] && g->ops[o].layer >= 0 && g->ops[o].layer < nlayers)
+            order[count[g->ops[o].layer]++] = o;
+    free(count);
+    for (int k = 0; k < norder; k++) {
+        int o = order[k];
+        {
             Op op = g->ops[o];        /* a copy: adding ops moves g->ops */
             int in[IR_MAXIO], out[IR_MAXIO], kind = op.kind;
             op.nin = clone_inputs(g, &op, in);
@@ -246,8 +260,10 @@ void pass_recompute(Graph *g, const RecomputeChoice *choice, int nlayers)
             memcpy(c->list, op.list, sizeof c->list);
             c->nlist = op.nlist;
             c->phase = PH_RECOMPUTE;
-            c->layer = l;
+            c->layer = op.layer;
         }
+    }
+    free(order);
     /* the backward reads the twins */
     for (int o = 0; o < nops; o++) {
         if (g->ops[o].dead || g->ops[o].phase != PH_BWD)

@@ -140,9 +140,9 @@ static int *recompute_priorities(const Graph *g, const int *root, const int *ops
         prio[o] = g->ops[o].phase == PH_RECOMPUTE && member[o] ? g->nops : o;
         any |= prio[o] == g->nops;
     }
-    for (int changed = 1; changed;) {
+    for (int changed = 1; changed;) {   /* readers first (a recompute chain's later ops have larger ids): few passes */
         changed = 0;
-        for (int k = 0; k < n; k++) {
+        for (int k = n - 1; k >= 0; k--) {
             const Op *op = &g->ops[ops[k]];
             for (int i = 0; i < op->nin; i++) {
                 int p = g->t[root[op->in[i]]].producer;

@@ -179,9 +179,7 @@ static int shard_root(Graph *g, int r, int ranks)
     x->tp_ranks = old->tp_ranks, x->tp_axis = old->tp_axis;
     x->tp_outer = old->tp_outer, x->tp_inner = old->tp_inner;
     x->whole = r;
-    char *name = xasprintf("whole.%s", old->name);
-    free(old->name);
-    old->name = name;
+    graph_rename_tensor(g, r, xasprintf("whole.%s", old->name));
     old->region = RG_ARENA;
     return s;
 }

@@ -169,6 +169,52 @@ static void prune(const char *dir, long keep)
     free(md);
 }
 
+void gcrt_params_put(gcrt_run *st, const float *params)
+{
+    const gc_program *p = st->prog;
+    size_t n = (size_t)p->nparam_elems * 4;
+    if (p->masters_host_off) {   /* bf16 offload: the masters on the host, the device their bf16 copies */
+        gc_device_sync();
+        memcpy(st->ctx.region[GC_REGION_HOST] + p->masters_host_off, params, n);
+    } else {
+        gc_device_upload(st->ctx.region[GC_REGION_PARAMS], params, n);
+    }
+    p->run(&st->ctx, GC_PHASE_PARAMS);
+    gc_device_sync();
+}
+
+void gcrt_params_get(gcrt_run *st, float *params)
+{
+    const gc_program *p = st->prog;
+    size_t n = (size_t)p->nparam_elems * 4;
+    if (p->masters_host_off) {
+        gc_device_sync();        /* the host updates of the step are done */
+        memcpy(params, st->ctx.region[GC_REGION_HOST] + p->masters_host_off, n);
+    } else {
+        gc_device_download(params, st->ctx.region[GC_REGION_PARAMS], n);
+    }
+}
+
+void gcrt_optstate_get(gcrt_run *st, void *dst)
+{
+    const gc_program *p = st->prog;
+    if (p->optstate_host_bytes) {   /* --offload opt: host memory, complete after the step's last wait */
+        gc_device_sync();
+        memcpy(dst, st->ctx.region[GC_REGION_HOST], p->optstate_host_bytes);
+    } else {
+        gc_device_download(dst, st->ctx.region[GC_REGION_OPTSTATE], p->region_bytes[GC_REGION_OPTSTATE]);
+    }
+}
+
+void gcrt_optstate_put(gcrt_run *st, const void *src)
+{
+    const gc_program *p = st->prog;
+    if (p->optstate_host_bytes)
+        memcpy(st->ctx.region[GC_REGION_HOST], src, p->optstate_host_bytes);
+    else
+        gc_device_upload(st->ctx.region[GC_REGION_OPTSTATE], src, p->region_bytes[GC_REGION_OPTSTATE]);
+}
+
 /* Params and optimizer state from the device into host buffers: the whole
  * parameters (zero3: the shards gathered) and the training state's optimizer
  * state (zero1-3: every rank's region, gathered in rank order). Collective
@@ -176,21 +222,21 @@ static void prune(const char *dir, long keep)
 static int download_state(gcrt_run *st, void *optstate)
 {
     const gc_program *p = st->prog;
-    size_t nos = p->region_bytes[GC_REGION_OPTSTATE];
+    size_t nos = gcrt_optstate_local_bytes(p);
     if (p->nparam_elems && (p->nshards || p->tp)) {
         if (gcrt_download_shards(st))
             return 1;
     } else if (p->nparam_elems) {
-        gc_device_download(st->params, st->ctx.region[GC_REGION_PARAMS], (size_t)p->nparam_elems * 4);
+        gcrt_params_get(st, st->params);
     }
     if (!nos)
         return 0;
     if (gcrt_state_optstate_bytes(p) == nos) {
-        gc_device_download(optstate, st->ctx.region[GC_REGION_OPTSTATE], nos);
+        gcrt_optstate_get(st, optstate);
         return 0;
     }
     float *whole = optstate;
-    gc_device_download(whole + (size_t)st->ctx.rank * (nos / 4), st->ctx.region[GC_REGION_OPTSTATE], nos);
+    gcrt_optstate_get(st, whole + (size_t)st->ctx.rank * (nos / 4));
     p->comm->allgather_floats(whole, (long)(nos / 4), GC_GROUP_ALL);
     return 0;
 }
@@ -302,7 +348,7 @@ int gcrt_ckpt_resume(gcrt_run *st, int *found)
         return 1;
     st->resume_optstate = s.optstate;   /* zero1-3: this rank's region of the gathered ones */
     if (p->optstate_sharded && st->ctx.nranks > 1)
-        st->resume_optstate += (size_t)st->ctx.rank * p->region_bytes[GC_REGION_OPTSTATE];
+        st->resume_optstate += (size_t)st->ctx.rank * gcrt_optstate_local_bytes(p);
     if (st->o.steps > 0 && st->o.steps < s.step)
         return gcrt_errorf("--resume %s: the checkpoint is of step %lld, past --steps %ld: nothing to do (pass the "
                            "first run's --steps, or --steps 0 to only load it)", dir, s.step, st->o.steps);
@@ -322,7 +368,7 @@ int gcrt_save_final(gcrt_run *st)
         if (gcrt_download_shards(st))
             return 1;
     } else if (p->nparam_elems) {
-        gc_device_download(st->params, st->ctx.region[GC_REGION_PARAMS], (size_t)p->nparam_elems * 4);
+        gcrt_params_get(st, st->params);
     }
     if (st->ctx.rank != 0)                     /* split programs: rank 0 writes */
         return 0;

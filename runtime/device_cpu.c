@@ -45,6 +45,9 @@ void *gc_device_alloc(size_t bytes)
 }
 
 void gc_device_free(void *p) { free(p); }
+/* The host region: host memory here too, a separate allocation. */
+void *gc_host_alloc(size_t bytes) { return gc_device_alloc(bytes); }
+void gc_host_free(void *p) { free(p); }
 void gc_device_upload(void *dst, const void *src, size_t bytes) { memcpy(dst, src, bytes); }
 void gc_device_download(void *dst, const void *src, size_t bytes) { memcpy(dst, src, bytes); }
 void gc_device_upload_async(void *dst, const void *src, size_t bytes) { memcpy(dst, src, bytes); }
@@ -90,4 +93,30 @@ void gc_device_scale(float *x, long n, float s)
 #pragma omp parallel for schedule(static)
     for (long i = 0; i < n; i++)
         x[i] *= s;
+}
+
+/* ---------------------------------------------------------------- host offload */
+
+/* Host memory both sides: every copy is done when it returns, and the host
+ * update runs in the step's order, with the arithmetic of the device update
+ * it replaces (gc_update_apply, gc_adamw: host_adamw.c). */
+void gc_copy_init(int nslots) { (void)nslots; }
+
+void gc_copy(void *dst, const void *src, size_t bytes, int stream, int slot, int after)
+{
+    (void)stream;
+    (void)slot;
+    (void)after;
+    if (bytes)
+        memcpy(dst, src, bytes);
+}
+
+void gc_copy_wait(int slot) { (void)slot; }
+
+void gc_host_update(const gc_adamw_tensor *u, int n, const int *after, int nafter, const gc_ctx *ctx)
+{
+    (void)after;
+    (void)nafter;
+    if (!ctx->norm_pass)
+        gc_host_update_apply(u, n, ctx->lr, ctx->beta1, ctx->beta2, ctx->eps, ctx->t, ctx->grad_scale);
 }

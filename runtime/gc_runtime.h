@@ -214,6 +214,22 @@ struct gc_ctx;
  * clipping factor, --grad-clip), then gc_adamw_multi. */
 void gc_update_apply(const gc_adamw_tensor *u, int n, const struct gc_ctx *ctx);
 
+/* (host_adamw.c) gc_adamw on host memory, the CPU target's arithmetic: the
+ * CPU target's gc_adamw is this; an offloaded program's host update
+ * (gc_host_update) runs it on either target. */
+void gc_host_adamw(float *p, const float *g, float *m, float *v, long n, float lr, float beta1, float beta2,
+                   float eps, float wd, int t);
+/* (host_adamw.c) The host update of u[0..n) (host pointers): each gradient
+ * multiplied by grad_scale first when it is neither 0 nor 1 (as
+ * gc_update_apply does on the device), then gc_host_adamw, then, when pcopy
+ * is set (--precision bf16), the new weights rounded to bf16 into it. */
+void gc_host_update_apply(const gc_adamw_tensor *u, int n, float lr, float beta1, float beta2, float eps, int t,
+                          float grad_scale);
+/* (host_adamw.c) out[0..n) = in[0..n) rounded to bf16 (nearest even, NaN
+ * kept a NaN: what __float2bfloat16 does), on host memory; out holds the
+ * bf16 bit patterns. */
+void gc_host_cast_bf16(uint16_t *out, const float *in, long n);
+
 /* Fill `bytes` bytes at p with quiet NaNs (debug builds: end of a lifetime). */
 void gc_poison(void *p, size_t bytes);
 
@@ -299,6 +315,11 @@ size_t gc_device_total_bytes(void);     /* CPU: 0 (unknown) */
 double gc_device_peak_flops(int bf16);  /* for MFU; 0 when unknown */
 void *gc_device_alloc(size_t bytes);    /* zero-filled; exits 1 with a message on failure */
 void gc_device_free(void *p);
+/* The host region: zero-filled host memory the device's copies reach at full
+ * speed (CUDA: pinned, cudaHostAlloc; CPU: as gc_device_alloc); exits 1
+ * with a message on failure. */
+void *gc_host_alloc(size_t bytes);
+void gc_host_free(void *p);
 void gc_device_upload(void *dst, const void *src, size_t bytes);     /* waits */
 void gc_device_download(void *dst, const void *src, size_t bytes);   /* waits */
 /* Queued copies that do not wait: the source must stay unchanged, and a
@@ -327,6 +348,31 @@ const double *gc_device_sumsq_total_ptr(void);
 /* x[i] *= s over n device floats (gradient clipping). */
 void gc_device_scale(float *x, long n, float s);
 
+/* Host offload (gcompile --offload, passes/offload.c): the copies between
+ * device memory and the host region, and the host update, as the emitted
+ * step calls them. Each copy of a step has a slot; the compute stream (the
+ * kernels') sees a copy complete only after gc_copy_wait of its slot. On
+ * CUDA a copy runs on a copy stream, after everything queued on the compute
+ * stream so far (an event): device-to-host copies on one stream, host-to-
+ * device prefetches on another (each after the copy `after` that filled its
+ * source, -1: none), and the weights an update wrote (GC_COPY_UPDATE) on
+ * the update stream, after that update's host function; the host update
+ * runs as a host function on the update stream once its gradients' copies
+ * (slots after[0..nafter)) are done, so transfers and the CPU update overlap
+ * the backward. GC_COPY_NOW copies on the compute stream (no slot: the
+ * weights into their masters, once, after the host wrote them). On the CPU
+ * target every call runs at once, in the order the step makes them. */
+enum { GC_COPY_D2H, GC_COPY_H2D, GC_COPY_UPDATE, GC_COPY_NOW };
+/* Makes the slots (the program's copy_slots), once before the first step. */
+void gc_copy_init(int nslots);
+void gc_copy(void *dst, const void *src, size_t bytes, int stream, int slot, int after);
+void gc_copy_wait(int slot);
+struct gc_ctx;
+/* The host update of u[0..n) (host pointers) with the step's AdamW
+ * settings from ctx: gc_host_update_apply, after the copies of slots
+ * after[0..nafter); nothing in a norm pass (ctx->norm_pass). */
+void gc_host_update(const gc_adamw_tensor *u, int n, const int *after, int nafter, const struct gc_ctx *ctx);
+
 /* ---------------------------------------------------------------- train_main.c: the program */
 
 enum { GC_INIT_ZEROS, GC_INIT_ONES, GC_INIT_NORMAL };
@@ -334,7 +380,9 @@ enum { GC_INIT_ZEROS, GC_INIT_ONES, GC_INIT_NORMAL };
  * gradcheck): refresh what is derived from them (the bf16 copies of
  * --precision bf16, which the optimizer update otherwise keeps current). */
 enum { GC_PHASE_FWD = 1, GC_PHASE_BWD = 2, GC_PHASE_OPT = 4, GC_PHASE_PARAMS = 8 };
-enum { GC_REGION_PARAMS, GC_REGION_GRADS, GC_REGION_OPTSTATE, GC_REGION_ARENA, GC_NREGIONS };
+/* GC_REGION_HOST: host memory (pinned on CUDA, gc_host_alloc) that the
+ * offloaded optimizer state and activations live in; not device memory. */
+enum { GC_REGION_PARAMS, GC_REGION_GRADS, GC_REGION_OPTSTATE, GC_REGION_ARENA, GC_REGION_HOST, GC_NREGIONS };
 
 /* One parameter of the graph, in declaration order. Parameters are packed
  * without padding in the params region (llm.c's layout), so `offset` (in
@@ -377,7 +425,7 @@ typedef struct {
 
 /* What a run of the step sees. gc_main fills it; the emitted step reads it. */
 typedef struct gc_ctx {
-    char *region[GC_NREGIONS];   /* base pointers (device pointers on CUDA) */
+    char *region[GC_NREGIONS];   /* base pointers (device pointers on CUDA; region[GC_REGION_HOST] host) */
     float lr, beta1, beta2, eps, weight_decay;
     int t;                       /* optimizer step, 1-based */
     void *user;                  /* target-specific (CUDA stream, handles) */
@@ -491,6 +539,17 @@ typedef struct gc_program {
     /* tensor parallel over this many ranks (every rank reads the same rows;
      * params are cut as gc_param_info says); 0 otherwise */
     int tp;
+    /* host offload (gcompile --offload): the copies a step numbers
+     * (gc_copy_init), and with the optimizer offloaded the bytes of the
+     * moments at the start of the host region, laid out as an optstate
+     * region (the training state reads and writes them there); 0 otherwise */
+    int copy_slots;
+    size_t optstate_host_bytes;
+    /* --precision bf16 with the optimizer offloaded: the fp32 master weights
+       live in the host region at this byte offset (llm.c's layout), the
+       params region holds the bf16 copies only; 0 otherwise (the masters are
+       the params region's first bytes) */
+    size_t masters_host_off;
 } gc_program;
 
 /* The emitted program's main(): parses flags (--help lists them), allocates

@@ -291,6 +291,10 @@ uint64_t gcrt_checksum(uint64_t h, const void *p, size_t n);
 /* The optimizer state a training state holds: the optstate region, or
  * under zero1-3 (prog->optstate_sharded) every rank's region in rank order. */
 size_t gcrt_state_optstate_bytes(const gc_program *prog);
+/* This rank's moments: the optstate region's bytes, or with the optimizer
+ * offloaded (prog->optstate_host_bytes) the first bytes of the host region,
+ * laid out alike. */
+size_t gcrt_optstate_local_bytes(const gc_program *prog);
 /* s with prog's hash, dims and sizes; everything else zero. */
 void gcrt_state_init(gcrt_state *s, const gc_program *prog);
 /* The 1024-byte header of s, whose payload is optstate (s->optstate_bytes). */
@@ -530,6 +534,16 @@ int gcrt_ckpt_write(gcrt_run *st, long step);
 int gcrt_ckpt_resume(gcrt_run *st, int *found);
 /* --save: the trained parameters as an llm.c model file; 0 or exit status 1. */
 int gcrt_save_final(gcrt_run *st);
+/* The whole fp32 parameters between st->params and where the program keeps
+ * its masters (the params region, or the host region with bf16 offload),
+ * then (put) the phase that derives the rest from them (GC_PHASE_PARAMS:
+ * bf16 copies, host masters). Not for zero3 or tp (gcrt_upload_shards). */
+void gcrt_params_put(gcrt_run *st, const float *params);
+void gcrt_params_get(gcrt_run *st, float *params);
+/* This rank's moments (gcrt_optstate_local_bytes) into dst, from the
+ * device or the host region; and back from src. */
+void gcrt_optstate_get(gcrt_run *st, void *dst);
+void gcrt_optstate_put(gcrt_run *st, const void *src);
 
 /* ---------------------------------------------------------------- sample.c */
 /* --sample N: prints N tokens generated from batch row 0; 0 or exit status 1. */

@@ -48,8 +48,7 @@ typedef struct {
  * with them. */
 static double loss_with(gcrt_run *st, const float *q)
 {
-    gc_device_upload(st->ctx.region[GC_REGION_PARAMS], q, (size_t)st->prog->nparam_elems * 4);
-    st->prog->run(&st->ctx, GC_PHASE_PARAMS);
+    gcrt_params_put(st, q);
     return gcrt_run_step(st, GC_PHASE_FWD);
 }
 
@@ -212,8 +211,7 @@ int gcrt_gradcheck(gcrt_run *st)
         printf("%4ld  %-20s %-6s %10.3e  %14.6e  %14.6e  %9.2e  %9.2e\n", k + 1, p->params[c[k].param].name,
                (k / np) % 2 == 0 ? "grad" : "random", c[k].step, c[k].an, c[k].fd, c[k].spread, c[k].err);
     }
-    gc_device_upload(st->ctx.region[GC_REGION_PARAMS], st->params, (size_t)N * 4);   /* restored bit-exactly */
-    st->prog->run(&st->ctx, GC_PHASE_PARAMS);
+    gcrt_params_put(st, st->params);   /* restored bit-exactly */
     const check *w = &c[worst];
     printf("gradcheck: %ld forward passes\n", forwards);
     printf("gradcheck: %ld directions, worst relative error %.3g (param %s)\n", n, w->err, p->params[w->param].name);

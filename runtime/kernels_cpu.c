@@ -801,120 +801,13 @@ void gc_fill(gc_real *x, long n, float value)
         x[i] = v;
 }
 
-/* AdamW step constants; c1, c2 are the bias corrections 1 - beta^t. */
-typedef struct {
-    float lr, beta1, beta2, eps, wd, c1, c2;
-} AdamW;
-
-/* AdamW on [i, hi), llm.c's arithmetic exactly (float throughout, divisions
- * not reciprocals). Plain C cannot be vectorized here: sqrtf may set errno,
- * so without -fno-math-errno gcc keeps a scalar call. The SSE2 and AVX paths
- * below do the same IEEE operations in the same order (sqrt and division are
- * correctly rounded in every width), so all paths give the same bits. */
-static void adamw_scalar(const AdamW *h, float *p, const float *g, float *m, float *v, long i,
-                         long hi)
-{
-    for (; i < hi; i++) {
-        float param = p[i], grad = g[i];
-        float mi = h->beta1 * m[i] + (1.0f - h->beta1) * grad;
-        float vi = h->beta2 * v[i] + (1.0f - h->beta2) * grad * grad;
-        float mhat = mi / h->c1;
-        float vhat = vi / h->c2;
-        m[i] = mi;
-        v[i] = vi;
-        p[i] = param - h->lr * (mhat / (sqrtf(vhat) + h->eps) + h->wd * param);
-    }
-}
-
-#ifdef __SSE2__
-/* AdamW on whole groups of 4 in [i, hi); returns where it stopped. */
-static long adamw_sse2(const AdamW *h, float *p, const float *g, float *m, float *v, long i,
-                       long hi)
-{
-    const __m128 b1 = _mm_set1_ps(h->beta1), b2 = _mm_set1_ps(h->beta2);
-    const __m128 ob1 = _mm_set1_ps(1.0f - h->beta1), ob2 = _mm_set1_ps(1.0f - h->beta2);
-    const __m128 c1 = _mm_set1_ps(h->c1), c2 = _mm_set1_ps(h->c2), eps = _mm_set1_ps(h->eps);
-    const __m128 lr = _mm_set1_ps(h->lr), wd = _mm_set1_ps(h->wd);
-    for (; i + 4 <= hi; i += 4) {
-        __m128 param = _mm_loadu_ps(p + i), grad = _mm_loadu_ps(g + i);
-        __m128 mi = _mm_add_ps(_mm_mul_ps(b1, _mm_loadu_ps(m + i)), _mm_mul_ps(ob1, grad));
-        __m128 vi = _mm_add_ps(_mm_mul_ps(b2, _mm_loadu_ps(v + i)),
-                               _mm_mul_ps(_mm_mul_ps(ob2, grad), grad));
-        __m128 mhat = _mm_div_ps(mi, c1), vhat = _mm_div_ps(vi, c2);
-        __m128 step = _mm_add_ps(_mm_div_ps(mhat, _mm_add_ps(_mm_sqrt_ps(vhat), eps)),
-                                 _mm_mul_ps(wd, param));
-        _mm_storeu_ps(m + i, mi);
-        _mm_storeu_ps(v + i, vi);
-        _mm_storeu_ps(p + i, _mm_sub_ps(param, _mm_mul_ps(lr, step)));
-    }
-    return i;
-}
-#endif
-
-#if defined(__x86_64__) && defined(__GNUC__)
-#define HAVE_ADAMW_AVX 1
-/* AdamW on whole groups of 8 in [i, hi) with AVX (chosen at run time: the
- * division and the sqrt bound the SSE loop, and twice the width helps even
- * though the step is close to memory-bound); returns where it stopped. */
-__attribute__((target("avx")))
-static long adamw_avx(const AdamW *h, float *p, const float *g, float *m, float *v, long i,
-                      long hi)
-{
-    const __m256 b1 = _mm256_set1_ps(h->beta1), b2 = _mm256_set1_ps(h->beta2);
-    const __m256 ob1 = _mm256_set1_ps(1.0f - h->beta1), ob2 = _mm256_set1_ps(1.0f - h->beta2);
-    const __m256 c1 = _mm256_set1_ps(h->c1), c2 = _mm256_set1_ps(h->c2);
-    const __m256 eps = _mm256_set1_ps(h->eps), lr = _mm256_set1_ps(h->lr);
-    const __m256 wd = _mm256_set1_ps(h->wd);
-    for (; i + 8 <= hi; i += 8) {
-        __m256 param = _mm256_loadu_ps(p + i), grad = _mm256_loadu_ps(g + i);
-        __m256 mi = _mm256_add_ps(_mm256_mul_ps(b1, _mm256_loadu_ps(m + i)),
-                                  _mm256_mul_ps(ob1, grad));
-        __m256 vi = _mm256_add_ps(_mm256_mul_ps(b2, _mm256_loadu_ps(v + i)),
-                                  _mm256_mul_ps(_mm256_mul_ps(ob2, grad), grad));
-        __m256 mhat = _mm256_div_ps(mi, c1), vhat = _mm256_div_ps(vi, c2);
-        __m256 step = _mm256_add_ps(
-            _mm256_div_ps(mhat, _mm256_add_ps(_mm256_sqrt_ps(vhat), eps)),
-            _mm256_mul_ps(wd, param));
-        _mm256_storeu_ps(m + i, mi);
-        _mm256_storeu_ps(v + i, vi);
-        _mm256_storeu_ps(p + i, _mm256_sub_ps(param, _mm256_mul_ps(lr, step)));
-    }
-    return i;
-}
-#endif
-
-/* AdamW on [lo, hi): the widest path the CPU has, then the narrower ones on
- * the tail. */
-static void adamw_range(const AdamW *h, int avx, float *p, const float *g, float *m, float *v,
-                        long lo, long hi)
-{
-    long i = lo;
-#ifdef HAVE_ADAMW_AVX
-    if (avx)
-        i = adamw_avx(h, p, g, m, v, i, hi);
-#endif
-#ifdef __SSE2__
-    i = adamw_sse2(h, p, g, m, v, i, hi);
-#endif
-    adamw_scalar(h, p, g, m, v, i, hi);
-}
-
-/* One AdamW step on n floats; bias corrections 1 - beta^t by powf as in
- * llm.c. Blocks of 64 Ki elements in parallel. */
+/* One AdamW step on n floats: the host's AdamW (host_adamw.c), which the
+ * host update of an offloaded program (--offload opt) runs too, so both give
+ * the same bits. */
 void gc_adamw(float *p, const float *g, float *m, float *v, long n, float lr, float beta1,
               float beta2, float eps, float wd, int t)
 {
-    AdamW h = {lr, beta1, beta2, eps, wd, 1.0f - powf(beta1, (float)t),
-               1.0f - powf(beta2, (float)t)};
-    int avx = 0;
-#ifdef HAVE_ADAMW_AVX
-    avx = __builtin_cpu_supports("avx");
-#endif
-    const long blk = 1L << 16;
-    long nblk = (n + blk - 1) / blk;
-    #pragma omp parallel for schedule(static) if (nblk > 1)
-    for (long k = 0; k < nblk; k++)
-        adamw_range(&h, avx, p, g, m, v, k * blk, (k + 1) * blk < n ? (k + 1) * blk : n);
+    gc_host_adamw(p, g, m, v, n, lr, beta1, beta2, eps, wd, t);
 }
 
 void gc_adamw_multi(const gc_adamw_tensor *u, int n, float lr, float beta1, float beta2, float eps, int t)

@@ -81,7 +81,8 @@ size_t gcrt_total_region_bytes(const gc_program *p)
 {
     size_t s = 0;
     for (int r = 0; r < GC_NREGIONS; r++)
-        s += p->region_bytes[r];
+        if (r != GC_REGION_HOST)
+            s += p->region_bytes[r];
     return s;
 }
 
@@ -123,9 +124,13 @@ void gcrt_print_header(const gc_program *p)
     if (p->nranks > 1)
         printf("split: %s over %d ranks (this plan is one rank's); global batch %ld rows of T = %ld\n", p->split,
                p->nranks, p->B * gcrt_micro_batches(p) * gcrt_prog_data_ranks(p), p->T);
-    printf("memory: %s bytes in regions params %zu | grads %zu | optstate %zu | arena %zu\n",
+    printf("memory: %s bytes in regions params %zu | grads %zu | optstate %zu | arena %zu",
            grouped((long long)gcrt_total_region_bytes(p), b2, sizeof b2), p->region_bytes[0],
            p->region_bytes[1], p->region_bytes[2], p->region_bytes[3]);
+    if (p->region_bytes[GC_REGION_HOST])
+        printf(" | host region %s bytes (%s)", grouped((long long)p->region_bytes[GC_REGION_HOST], b1, sizeof b1),
+               strcmp(p->target, "cuda") ? "host memory" : "pinned host memory, not on the device");
+    printf("\n");
     printf("device: %s | threads %d\n", gc_device_name(), max_threads());
 }
 

@@ -65,9 +65,14 @@ static void prog_dims(const gc_program *p, long d[8])
     d[4] = p->Vp, d[5] = p->L, d[6] = p->NH, d[7] = p->C;
 }
 
+size_t gcrt_optstate_local_bytes(const gc_program *p)
+{
+    return p->optstate_host_bytes ? p->optstate_host_bytes : p->region_bytes[GC_REGION_OPTSTATE];
+}
+
 size_t gcrt_state_optstate_bytes(const gc_program *p)
 {
-    size_t n = p->region_bytes[GC_REGION_OPTSTATE];
+    size_t n = gcrt_optstate_local_bytes(p);
     return p->optstate_sharded && p->nranks > 1 ? n * (size_t)p->nranks : n;
 }
 

@@ -57,9 +57,13 @@ static int check_program(const gc_program *p, const gcrt_options *o)
             return gcrt_errorf("internal: parameter %s [%ld, +%ld) lies outside the %ld parameter elements",
                           q->name, q->offset, q->numel, p->nparam_elems);
     }
-    if (!p->tp && !in_region(0, 4.0 * (double)p->nparam_elems / (p->nshards ? p->nranks : 1), p->region_bytes[GC_REGION_PARAMS]))
+    if (!p->tp && !p->masters_host_off &&
+        !in_region(0, 4.0 * (double)p->nparam_elems / (p->nshards ? p->nranks : 1), p->region_bytes[GC_REGION_PARAMS]))
         return gcrt_errorf("internal: params region (%zu bytes) is smaller than %ld parameters",
                       p->region_bytes[GC_REGION_PARAMS], p->nparam_elems);
+    if (p->masters_host_off && !in_region(p->masters_host_off, 4.0 * (double)p->nparam_elems, p->region_bytes[GC_REGION_HOST]))
+        return gcrt_errorf("internal: the host region (%zu bytes) does not hold %ld master weights at %zu",
+                      p->region_bytes[GC_REGION_HOST], p->nparam_elems, p->masters_host_off);
     if (!in_region(p->tokens_off, 4 * bt, arena) || !in_region(p->targets_off, 4 * bt, arena) ||
         !in_region(p->loss_off, 4, arena))
         return gcrt_errorf("internal: tokens, targets or loss lie outside the arena (%zu bytes)", arena);
@@ -177,19 +181,24 @@ static void alloc_regions(gcrt_run *st)
 {
     const gc_program *p = st->prog;
     size_t before = gc_device_free_bytes();
-    for (int r = 0; r < GC_NREGIONS; r++)
-        st->ctx.region[r] = p->region_bytes[r] ? gc_device_alloc(p->region_bytes[r]) : NULL;
+    for (int r = 0; r < GC_NREGIONS; r++)   /* the host region in host memory (pinned on CUDA) */
+        st->ctx.region[r] = !p->region_bytes[r] ? NULL
+                          : r == GC_REGION_HOST ? gc_host_alloc(p->region_bytes[r]) : gc_device_alloc(p->region_bytes[r]);
     size_t after = gc_device_free_bytes();
     if (before > 0)     /* a device that reports free memory: planned vs measured */
         printf("device memory: planned %zu bytes, measured %zu bytes (free memory before - after allocating)\n",
                gcrt_total_region_bytes(p), before - after);
-    if (p->nparam_elems && (p->nshards || p->tp))         /* zero3: this rank's shards */
+    if (p->copy_slots)
+        gc_copy_init(p->copy_slots);
+    if (p->nparam_elems && (p->nshards || p->tp)) {       /* zero3: this rank's shards */
         gcrt_upload_shards(st);
-    else if (p->nparam_elems)
-        gc_device_upload(st->ctx.region[GC_REGION_PARAMS], st->params, (size_t)p->nparam_elems * 4);
-    p->run(&st->ctx, GC_PHASE_PARAMS);   /* the bf16 weight copies, if any */
-    if (st->resume_optstate && p->region_bytes[GC_REGION_OPTSTATE])
-        gc_device_upload(st->ctx.region[GC_REGION_OPTSTATE], st->resume_optstate, p->region_bytes[GC_REGION_OPTSTATE]);
+        p->run(&st->ctx, GC_PHASE_PARAMS);   /* the host masters, if any */
+        gc_device_sync();
+    } else {
+        gcrt_params_put(st, st->params);     /* then the bf16 weight copies, the host masters, if any */
+    }
+    if (st->resume_optstate && gcrt_optstate_local_bytes(p))
+        gcrt_optstate_put(st, st->resume_optstate);
     st->ctx.lr = st->o.lr, st->ctx.beta1 = st->o.beta1, st->ctx.beta2 = st->o.beta2;
     st->ctx.eps = st->o.eps, st->ctx.weight_decay = st->o.wd;
     st->ctx.t = 1;
@@ -198,7 +207,9 @@ static void alloc_regions(gcrt_run *st)
 static void release(gcrt_run *st)
 {
     for (int r = 0; r < GC_NREGIONS; r++)
-        if (st->ctx.region[r])
+        if (st->ctx.region[r] && r == GC_REGION_HOST)
+            gc_host_free(st->ctx.region[r]);
+        else if (st->ctx.region[r])
             gc_device_free(st->ctx.region[r]);
     gcrt_data_close(st);
     gcrt_shard_close(&st->val);

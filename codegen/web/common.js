@@ -12,7 +12,9 @@ GC.KIND_COLOR = {
   workspace: '#9c755f', comm: '#b07aa1', param: '#e15759', optstate: '#edc948',
 };
 GC.PHASE_COLOR = {fwd: '#4e79a7', bwd: '#f28e2b', opt: '#e15759', recompute: '#59a14f', comm: '#b07aa1'};
-GC.REGION_COLOR = {params: '#e15759', grads: '#76b7b2', optstate: '#edc948', arena: '#4e79a7'};
+GC.REGION_COLOR = {params: '#e15759', grads: '#76b7b2', optstate: '#edc948', arena: '#4e79a7', host: '#bab0ac'};
+// A region in device memory: all but the host region ("device": false, --offload).
+GC.onDevice = (r) => r.device !== false;
 const GC_SPARE = ['#8cd17d', '#ff9da7', '#bab0ac', '#d37295', '#a0cbe8', '#ffbe7d', '#86bcb6', '#f1ce63'];
 
 // A colour for any name: the table's, else a stable spare one.
@@ -138,7 +140,8 @@ GC.model = function (P) {
   M.arenaBytes = M.region('arena').bytes || 0;
   M.arenaBound = M.region('arena').lower_bound || 0;
   M.ymax = Math.max(M.arenaBytes, M.arenaBound, M.buffers.reduce((m, b) => Math.max(m, b.offset + b.size), 0), 256);
-  M.persistent = M.regions.filter((r) => r.name !== 'arena').reduce((s, r) => s + (r.bytes || 0), 0);
+  M.persistent = M.regions.filter((r) => r.name !== 'arena' && GC.onDevice(r)).reduce((s, r) => s + (r.bytes || 0), 0);
+  M.hostBytes = M.regions.filter((r) => !GC.onDevice(r)).reduce((s, r) => s + (r.bytes || 0), 0);
   M.opName = (s) => (S[s] ? S[s].name + ' (' + S[s].op + ', ' + S[s].phase + ')' : '');
   M.srcText = function (src) {
     if (typeof src !== 'string') return null;
@@ -388,9 +391,11 @@ GC.tip = function (html, e) {
   tip.style.top = y + 'px';
 };
 
-// The regions bar: every region to scale, with the budget and the device.
+// The regions bar: every device region to scale, with the budget and the
+// device; the host region (--offload) after the total, not in it.
 GC.regionsHTML = function (P) {
-  const regs = Array.isArray(P.regions) ? P.regions : [];
+  const all = Array.isArray(P.regions) ? P.regions : [];
+  const regs = all.filter(GC.onDevice), host = all.filter((r) => !GC.onDevice(r) && r.bytes);
   const total = regs.reduce((s, r) => s + (r.bytes || 0), 0);
   const budget = typeof P.budget_bytes === 'number' ? P.budget_bytes : null;
   const dev = P.device && typeof P.device === 'object' ? P.device : null;
@@ -410,6 +415,9 @@ GC.regionsHTML = function (P) {
   let legend = regs.map((r) => '<span><i style="background:' + GC.colour(GC.REGION_COLOR, r.name) + '"></i>' + GC.esc(r.name) + ' ' +
     GC.human(r.bytes || 0) + (r.lower_bound !== undefined && r.name === 'arena' ? ' (lower bound ' + GC.human(r.lower_bound) + ')' : '') + '</span>').join('');
   legend += '<span><b>total ' + GC.human(total) + '</b> (' + GC.int(total) + ' bytes)</span>';
+  legend += host.map((r) => '<span class="host" data-host-bytes="' + r.bytes + '"><i style="background:' +
+    GC.colour(GC.REGION_COLOR, r.name) + '"></i>' + GC.esc(r.name) + ' ' + GC.human(r.bytes) +
+    ' (host memory: not device memory, not in the total)</span>').join('');
   return '<div class="rbar">' + bar + '</div><div class="rlegend">' + legend + '</div>';
 };
 

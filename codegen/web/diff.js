@@ -25,13 +25,13 @@
 
   // ---- bytes per region, and the totals
   const rnames = [...new Set([...A.regions, ...B.regions].map((r) => r.name))];
-  const total = (M) => M.regions.reduce((s, r) => s + (r.bytes || 0), 0);
+  const total = (M) => M.regions.filter(GC.onDevice).reduce((s, r) => s + (r.bytes || 0), 0);   // device memory
   let h = '<h2>bytes by region</h2><table class="num"><tr><th>region</th><th>A</th><th>B</th><th>B \u2212 A</th></tr>';
   for (const r of rnames) {
     const a = A.region(r).bytes || 0, b = B.region(r).bytes || 0;
     h += '<tr data-region="' + e(r) + '"><td>' + e(r) + '</td>' + cell(a) + cell(b) + dcell(a, b) + '</tr>';
   }
-  h += '<tr><td><b>total</b></td>' + cell(total(A)) + cell(total(B)) + dcell(total(A), total(B)) + '</tr>';
+  h += '<tr><td><b>total (device)</b></td>' + cell(total(A)) + cell(total(B)) + dcell(total(A), total(B)) + '</tr>';
   h += '<tr><td>arena lower bound</td>' + cell(A.arenaBound) + cell(B.arenaBound) + dcell(A.arenaBound, B.arenaBound) + '</tr>';
   h += '<tr><td>peak step</td><td>' + A.peakStep + '</td><td>' + B.peakStep + '</td><td></td></tr>';
   h += '<tr><td>steps / tensors / buffers</td><td>' + [A.ns, A.nt, A.buffers.length].join(' / ') + '</td><td>' +

@@ -135,6 +135,29 @@ void gc_device_free(void *p)
         GC_CUDA_CHECK(cudaFree(p));
 }
 
+/* Pinned (page-locked) host memory: the copies of the offload levers run at
+ * the bus's speed and asynchronously (runtime/offload.c). Zero-filled. */
+void *gc_host_alloc(size_t bytes)
+{
+    void *p = NULL;
+    size_t n = bytes ? bytes : 1;
+    cudaError_t e = cudaHostAlloc(&p, n, cudaHostAllocDefault);
+    if (e != cudaSuccess) {
+        (void)cudaGetLastError();
+        fprintf(stderr, "error: cannot allocate %zu bytes of pinned host memory (the host region): %s\n", bytes,
+                cudaGetErrorString(e));
+        exit(1);
+    }
+    memset(p, 0, n);
+    return p;
+}
+
+void gc_host_free(void *p)
+{
+    if (p)
+        GC_CUDA_CHECK(cudaFreeHost(p));
+}
+
 void gc_device_upload(void *dst, const void *src, size_t bytes)
 {
     if (!bytes)
@@ -310,4 +333,114 @@ double gc_device_sumsq(const float *x, long n)
 void gc_device_scale(float *x, long n, float s)
 {
     GC_LAUNCH(gc_scale_kernel, sumsq_blocks(x, n), SUMSQ_THREADS, 0, x, n, s, gc_al16(x) ? n / 4 : 0L);
+}
+
+/* ---------------------------------------------------------------- host offload */
+
+/* Three copy streams (gc_runtime.h, "Host offload"): device to host, host to
+ * device, and the update stream (host updates as host functions, then the
+ * weights they wrote). Non-blocking: they never wait for the legacy default
+ * stream. compute_ev marks how far the compute stream (gc_stream) got when
+ * a copy was queued; done_ev[slot] when copy `slot` finished. */
+static cudaStream_t copy_streams[3];
+static cudaEvent_t compute_ev;
+static cudaEvent_t *done_ev;
+static char *copy_pending;   /* copy_pending[slot]: queued, not yet waited for */
+static int copy_nslots;
+
+void gc_copy_init(int nslots)
+{
+    if (done_ev)
+        return;
+    for (int i = 0; i < 3; i++)
+        GC_CUDA_CHECK(cudaStreamCreateWithFlags(&copy_streams[i], cudaStreamNonBlocking));
+    GC_CUDA_CHECK(cudaEventCreateWithFlags(&compute_ev, cudaEventDisableTiming));
+    copy_nslots = nslots > 0 ? nslots : 1;
+    done_ev = (cudaEvent_t *)calloc((size_t)copy_nslots, sizeof *done_ev);
+    copy_pending = (char *)calloc((size_t)copy_nslots, 1);
+    if (!done_ev || !copy_pending) {
+        fprintf(stderr, "error: out of host memory\n");
+        exit(1);
+    }
+    for (int i = 0; i < copy_nslots; i++)
+        GC_CUDA_CHECK(cudaEventCreateWithFlags(&done_ev[i], cudaEventDisableTiming));
+}
+
+static void check_slot(int slot)
+{
+    if (slot < 0 || slot >= copy_nslots || !done_ev) {
+        fprintf(stderr, "%s:%d: internal error: copy slot %d of %d (gc_copy_init)\n", __FILE__, __LINE__, slot,
+                copy_nslots);
+        exit(1);
+    }
+}
+
+void gc_copy(void *dst, const void *src, size_t bytes, int stream, int slot, int after)
+{
+    if (!bytes)
+        return;
+    if (stream == GC_COPY_NOW) {
+        GC_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, gc_stream));
+        return;
+    }
+    check_slot(slot);
+    cudaStream_t s = copy_streams[stream];
+    GC_CUDA_CHECK(cudaEventRecord(compute_ev, gc_stream));   /* after the ops queued so far */
+    GC_CUDA_CHECK(cudaStreamWaitEvent(s, compute_ev, 0));
+    if (after >= 0) {                                         /* after the copy that filled src */
+        check_slot(after);
+        GC_CUDA_CHECK(cudaStreamWaitEvent(s, done_ev[after], 0));
+    }
+    GC_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, s));
+    GC_CUDA_CHECK(cudaEventRecord(done_ev[slot], s));
+    copy_pending[slot] = 1;
+}
+
+void gc_copy_wait(int slot)
+{
+    check_slot(slot);
+    if (!copy_pending[slot])   /* not queued this time (a norm pass skips the optimizer's copies) */
+        return;
+    GC_CUDA_CHECK(cudaStreamWaitEvent(gc_stream, done_ev[slot], 0));
+    copy_pending[slot] = 0;
+}
+
+/* A host update queued on the update stream: the step's settings as they
+ * were when it was queued, and its tensors (a group of up to 16, the
+ * emitted step's multi-tensor updates). */
+enum { UPDATE_TASK_MAX = 16 };
+typedef struct {
+    int n, t;
+    float lr, beta1, beta2, eps, grad_scale;
+    gc_adamw_tensor u[UPDATE_TASK_MAX];
+} UpdateTask;
+
+static void CUDART_CB run_update(void *arg)
+{
+    UpdateTask *k = (UpdateTask *)arg;
+    gc_host_update_apply(k->u, k->n, k->lr, k->beta1, k->beta2, k->eps, k->t, k->grad_scale);
+    free(k);
+}
+
+void gc_host_update(const gc_adamw_tensor *u, int n, const int *after, int nafter, const gc_ctx *ctx)
+{
+    if (ctx->norm_pass || n <= 0)
+        return;
+    cudaStream_t s = copy_streams[GC_COPY_UPDATE];
+    for (int i = 0; i < nafter; i++) {   /* the gradients' copies */
+        check_slot(after[i]);
+        GC_CUDA_CHECK(cudaStreamWaitEvent(s, done_ev[after[i]], 0));
+    }
+    for (int i = 0; i < n; i += UPDATE_TASK_MAX) {
+        UpdateTask *k = (UpdateTask *)malloc(sizeof *k);
+        if (!k) {
+            fprintf(stderr, "error: out of host memory\n");
+            exit(1);
+        }
+        k->n = n - i < UPDATE_TASK_MAX ? n - i : UPDATE_TASK_MAX;
+        memcpy(k->u, u + i, (size_t)k->n * sizeof *u);
+        k->t = ctx->t, k->lr = ctx->lr, k->beta1 = ctx->beta1, k->beta2 = ctx->beta2, k->eps = ctx->eps;
+        k->grad_scale = ctx->grad_scale;
+        GC_CUDA_CHECK(cudaLaunchHostFunc(s, run_update, k));
+    }
 }

@@ -3,7 +3,9 @@
 #   optimal  against brute force: on tiny GPT-2 graphs of 1 to 6 layers (cpu
 #            and cuda targets, B = 4 and 8), --search exhaustive plans every
 #            per-layer mode (none, selective, full) x every micro-batch count
-#            with the real planner; at budgets spread over those plans'
+#            x every offload choice (none, opt, and with two layers or more
+#            act, opt+act: --offload auto, the default) with the real
+#            planner; at budgets spread over those plans'
 #            peaks (and one byte under each), the default search's choice
 #            must fit and its predicted time must be within 1% of the least
 #            predicted time that fits; under the smallest peak it must fail
@@ -28,12 +30,17 @@ optimal)
         # every assignment, planned: "K modes peak ms" per line
         "$gc" "$graph" $args --mem 1TiB --search exhaustive --emit summary -v 2>ex.txt >/dev/null ||
             { cat ex.txt; fail "$shape: exhaustive search"; }
-        sed -n 's/^gcompile: search: K=\([0-9]*\) recompute \([a-z]*\) *peak \([0-9]*\) predicted \([0-9.]*\) ms.*/\1 \2 \3 \4/p' \
+        # "K modes+offload peak ms": the offload choice joined to the modes, one assignment a word
+        sed -n 's/^gcompile: search: K=\([0-9]*\) recompute \([a-z]*\) offload \([a-z+]*\) *peak \([0-9]*\) predicted \([0-9.]*\) ms.*/\1 \2:\3 \4 \5/p' \
             ex.txt >all.txt
         n=$(wc -l <all.txt)
         k=$(awk -v L="$L" '{ if (!($1 in seen)) { seen[$1] = 1; k++ } } END { print k }' all.txt)
-        want=$(awk -v L="$L" -v k="$k" 'BEGIN { n = k; for (i = 0; i < L; i++) n *= 3; print n }')
-        [ "$n" -eq "$want" ] || fail "$shape: exhaustive planned $n, expected $want (3^$L x $k micro-batch counts)"
+        m=$(awk '{ sub(/.*:/, "", $2); if (!($2 in seen)) { seen[$2] = 1; m++ } } END { print m }' all.txt)
+        wm=4
+        [ "$L" -lt 2 ] && wm=2
+        [ "$m" -eq "$wm" ] || fail "$shape: exhaustive planned $m offload choices, expected $wm"
+        want=$(awk -v L="$L" -v k="$k" -v m="$m" 'BEGIN { n = k * m; for (i = 0; i < L; i++) n *= 3; print n }')
+        [ "$n" -eq "$want" ] || fail "$shape: exhaustive planned $n, expected $want (3^$L x $k micro-batch counts x $m offload choices)"
         # budgets: 12 peaks spread over the sorted distinct peaks, each also minus one byte, the largest
         sort -n -u -k3,3 all.txt | awk '{ print $3 }' >peaks.txt
         np=$(wc -l <peaks.txt)
@@ -53,7 +60,7 @@ optimal)
             fi
             [ $rc -eq 0 ] || { cat s.txt; fail "$shape --mem $b: the search failed; brute force fits at $best ms"; }
             line=$(grep "search: chose" s.txt)
-            set -- $(echo "$line" | sed -n 's/.*chose K=\([0-9]*\) recompute \([a-z]*\) peak \([0-9]*\) predicted \([0-9.]*\) ms.*/\1 \2 \3 \4/p')
+            set -- $(echo "$line" | sed -n 's/.*chose K=\([0-9]*\) recompute \([a-z]*\) offload \([a-z+]*\) peak \([0-9]*\) predicted \([0-9.]*\) ms.*/\1 \2:\3 \4 \5/p')
             [ $# -eq 4 ] || fail "$shape --mem $b: no 'chose' line: $line"
             [ "$3" -le "$b" ] || fail "$shape --mem $b: chose a plan of $3 bytes"
             # the chosen assignment is one brute force planned, with the same peak and time
@@ -82,7 +89,7 @@ sweep)     # --emit budget-sweep: budgets from the smallest plan to the unconstr
     for r in 1 $((n / 2)) $n; do
         set -- $(sed -n "${r}p" rows.txt)
         "$gc" "$graph" $args --mem "$1" --emit summary -v 2>s.txt >/dev/null || { cat s.txt; fail "--mem $1 (row $r)"; }
-        ms=$(sed -n "s/.*search: chose K=$2 recompute $4 peak [0-9]* predicted \([0-9.]*\) ms.*/\1/p" s.txt)
+        ms=$(sed -n "s/.*search: chose K=$2 recompute $4 offload [a-z+]* peak [0-9]* predicted \([0-9.]*\) ms.*/\1/p" s.txt)
         [ -n "$ms" ] && awk -v a="$ms" -v b="$3" 'BEGIN { d = a - b; exit !(d < 0.0005 && d > -0.0005) }' ||
             { grep chose s.txt; fail "row $r: the sweep says K=$2 $4 at $3 ms"; }
     done

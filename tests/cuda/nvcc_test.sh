@@ -28,8 +28,10 @@ build)
         grep -v '^ptxas info\|^    [0-9]* bytes stack frame' "$out/ptxas_$f.txt" >&2
         [ $rc -eq 0 ] || fail "nvcc $f.cu"
     done
+    # host_adamw.c (C, OpenMP): the host update of offloaded programs (device_cuda.cu's gc_host_update)
+    "$nvcc" -O3 -Xcompiler -fopenmp $inc -c "$rt/host_adamw.c" -o "$out/host_adamw.o" || fail "nvcc host_adamw.c"
     "$nvcc" $flags $gen $inc "$root/tests/cuda/nvcc_probe.cu" "$out/kernels_cuda.o" "$out/device_cuda.o" \
-        -o "$out/probe" -lcublasLt -lcublas || fail "nvcc link"
+        "$out/host_adamw.o" -o "$out/probe" -lcublasLt -lcublas -Xcompiler -fopenmp || fail "nvcc link"
     echo "sm_$arch: compiled and linked in $(( $(date +%s) - start )) s"
     # issue 24: no kernel with a stack frame (local memory the driver reserves outside the plan) or
     # spills, on sm_90 (H100/H200, what the GPU check runs) and sm_80 (A100; since the tensor-core

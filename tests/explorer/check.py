@@ -246,9 +246,12 @@ def check_plan(plan_path, dom_path, shot_path, name=None, query=None):
     steps = set(re.findall(r'<div class="row[^"]*" data-step="(\d+)"', dom))
     want("schedule rows", len(steps), len(plan["schedule"]))
     if plan["budget_bytes"] is not None:
-        fits = sum(r["bytes"] for r in plan["regions"]) <= plan["budget_bytes"]
+        fits = sum(r["bytes"] for r in plan["regions"] if r.get("device", True)) <= plan["budget_bytes"]
         if not re.search(r'class="mark budget[^"]*"[^>]*><span>budget [^<]*\((%s)\)' % ("fits" if fits else "does not fit"), dom):
             fail("the regions bar does not mark the budget")
+    host = sum(r["bytes"] for r in plan["regions"] if not r.get("device", True))
+    if host and ('data-host-bytes="%d"' % host) not in dom:
+        fail("the host region (%d bytes) is not shown beside the device total" % host)
     for s in plan.get("strategies", []):
         if ('<b>%s</b>' % s["name"]) not in dom:
             fail("strategy %s not shown" % s["name"])

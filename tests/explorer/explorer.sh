@@ -9,8 +9,8 @@ gc=$1 graph=$2 config=$3 work=$4 pointer=${5:-}
 here=$(dirname "$0")
 rm -rf "$work"
 mkdir -p "$work"
-# 124M with a budget (the regions bar marks it)
-mem=""
+# 124M with a budget (the regions bar marks it); $GC_EXPLORER_FLAGS: more levers (--offload: the host region)
+mem="${GC_EXPLORER_FLAGS:-}"
 [ "$config" = gpt2_124M ] && mem="--mem 4GiB"
 # shellcheck disable=SC2086
 "$gc" "$graph" --config "$config" --target cpu $mem --emit plan -o "$work/plan.json"

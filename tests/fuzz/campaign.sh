@@ -12,7 +12,7 @@ mkdir -p "$corpus" "$corpus.art"
 cd "$src"
 start=$(date -u +%FT%TZ)
 ASAN_OPTIONS=detect_leaks=1 nice -n 10 "$b/tests/fuzz/fuzz_$t" "$corpus" "$corpus.seeds" "tests/fuzz/regress/$t" \
-    -max_total_time="$secs" -timeout=60 -rss_limit_mb=2048 -max_len=65536 -print_final_stats=1 \
+    -max_total_time="$secs" -timeout=60 -report_slow_units=60 -rss_limit_mb=2048 -max_len=65536 -print_final_stats=1 \
     -artifact_prefix="$corpus.art/" "$@" >"$corpus.last.log" 2>&1
 rc=$?
 end=$(date -u +%FT%TZ)

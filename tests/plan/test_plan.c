@@ -635,20 +635,24 @@ static void test_json(void)
     json_t *s0 = json_array_get(sched, 0);
     CHECK(!strcmp(json_string_value(json_object_get(s0, "phase")), "fwd"));
     CHECK(json_is_array(json_object_get(s0, "inputs")));
-    size_t region_bytes[4] = {0}, lb = 0;
+    size_t region_bytes[RG_COUNT] = {0}, lb = 0, device = 0;
     json_t *regs = json_object_get(root, "regions");
-    CHECK_EQ(json_array_size(regs), 4);
-    for (size_t r = 0; r < json_array_size(regs); r++) {
+    CHECK_EQ(json_array_size(regs), RG_COUNT);   /* params, grads, optstate, arena, host */
+    for (size_t r = 0; r < json_array_size(regs) && r < RG_COUNT; r++) {
         json_t *o = json_array_get(regs, r);
         region_bytes[r] = (size_t)jget(o, "bytes");
+        CHECK(!strcmp(json_string_value(json_object_get(o, "name")), region_name((Region)r)));
+        CHECK(json_is_true(json_object_get(o, "device")) == (r != RG_HOST));
+        if (json_is_true(json_object_get(o, "device")))
+            device += region_bytes[r];
         if (!strcmp(json_string_value(json_object_get(o, "name")), "arena"))
             lb = (size_t)jget(o, "lower_bound");
     }
     CHECK_EQ(region_bytes[RG_ARENA], g->region_bytes[RG_ARENA]);
     CHECK_EQ(lb, g->region_lower_bound[RG_ARENA]);
     json_t *tot = json_object_get(root, "totals");
-    CHECK_EQ(jget(tot, "peak_bytes"), region_bytes[0] + region_bytes[1] + region_bytes[2] +
-                                          region_bytes[3]);
+    CHECK_EQ(jget(tot, "peak_bytes"), device);   /* device memory: the host region apart */
+    CHECK_EQ(jget(tot, "host_bytes"), region_bytes[RG_HOST]);
     /* re-derive: no two live roots of one region overlap (from the JSON alone) */
     size_t n = json_array_size(ts);
     int bad = 0;

@@ -233,14 +233,16 @@ for n in (2, 4, 8):
 PY
     ;;
 auto)      # --split auto: the least predicted step time among the splits whose real plan fits --mem
-    a() { "$gc" "$graph" --config gpt2_124M --gpus 4 --split auto "$@" --emit plan-text; }
+    a() { "$gc" "$graph" --config gpt2_124M --gpus 4 --split auto --offload none "$@" --emit plan-text; }   # tests/offload weighs offload
     # 124M at B=4 T=64: tp=4 sends 4 x 16 rows of activations per block, dp all 475 MiB of gradients twice
     a >free.txt || fail "auto without --mem"
     grep -q '^split: tp over 4 ranks' free.txt || { cat free.txt; fail "without --mem: expected tp=4"; }
     for s in dp zero1 zero2 zero3 tp=4; do grep -q "^    $s " free.txt || fail "plan-text does not list $s"; done
     a --mem 2GiB --interconnect pcie >tight.txt || fail "auto with --mem 2GiB"
     grep -q '^split: tp over 4 ranks' tight.txt || { cat tight.txt; fail "--mem 2GiB: expected tp=4"; }
-    grep -q 'dp .*(>mem)' tight.txt || fail "dp should be marked as not fitting"
+    # dp is slower than tp=4 here: planned, it does not fit; or not planned at all (its lower bound on the
+    # step time, from one screening, is no faster than tp=4's plan)
+    grep -q 'dp .*(>mem)\|dp  *not planned: step at least' tight.txt || fail "dp should be marked as not fitting or not planned"
     # at 1600MiB only zero3 fits (tp=4's 16 rows per rank do not, even in 16 micro-batches, recomputed)
     a --mem 1600MiB --interconnect pcie >tight2.txt || fail "auto with --mem 1600MiB"
     sed -n '/<- chosen/p; /tp=4 /p' tight2.txt
@@ -513,8 +515,8 @@ autorun)   # under --mem each split carries the budget search's micro-batches an
     # widening matmuls, now takes what full took at 2300KiB)
     for c in "auto 1800KiB 1e-5" "zero2 1800KiB 1e-6" "zero3 2400KiB 1e-6"; do
         set -- $c
-        compile t_$1 -D B=4 --gpus 2 --split $1 --mem $2 --poison
-        "$gc" "$graph" --config tiny --target cpu -D B=4 --gpus 2 --split $1 --mem $2 --emit plan-text >p_$1.txt ||
+        compile t_$1 -D B=4 --gpus 2 --split $1 --mem $2 --poison --offload none
+        "$gc" "$graph" --config tiny --target cpu -D B=4 --gpus 2 --split $1 --mem $2 --offload none --emit plan-text >p_$1.txt ||
             fail "plan-text $1 $2"
         sed -n '/^strategy/p; /<- chosen/p' p_$1.txt
         $MPIRUN -np 2 ./t_$1 --steps 20 --log s_$1.jsonl >s.out 2>s.err || { cat s.err; fail "$1 $2: split run"; }
@@ -524,7 +526,7 @@ autorun)   # under --mem each split carries the budget search's micro-batches an
     grep -q '^    tp=2 .*K=4 recompute [nsf]*  <- chosen' p_auto.txt || fail "auto 1800KiB: expected tp=2 with K=4"
     grep -q '^strategy: .* 4 micro-batches | .* per layer [ns]*f' p_zero2.txt || fail "zero2 1800KiB: expected K=4 with a full layer"
     grep -q '^strategy: .* 1 micro-batch | .* per layer sn' p_zero3.txt || fail "zero3 2400KiB: expected sn"
-    "$gc" "$graph" --config tiny --target cpu -D B=4 --gpus 2 --split zero2 --mem 1800KiB --emit c | \
+    "$gc" "$graph" --config tiny --target cpu -D B=4 --gpus 2 --split zero2 --mem 1800KiB --offload none --emit c | \
         grep -q 'if (ctx->micro == 3) gc_reduce_scatter' || fail "gradients not reduced once, with the last micro-batch"
     ;;
 hang)      # a rank that stops answering (SIGSTOP: alive, so mpirun sees nothing): the others' watchdog ends

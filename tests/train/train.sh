@@ -222,7 +222,8 @@ PY
     cmp -s k2.txt sf2.txt || { paste k2.txt sf2.txt; fail "--recompute sf with 2 micro-batches differs"; }
     ;;
 budget)    # --mem: the search picks micro-batches and recompute that fit (planned and checked), least predicted time
-    strat() { "$gc" "$graph" --config tiny --target cpu "$@" --emit plan-text | sed -n 's/^strategy: //p'; }
+           # (--offload none: these budgets are the two levers'; tests/offload weighs offload with them)
+    strat() { "$gc" "$graph" --config tiny --target cpu --offload none "$@" --emit plan-text | sed -n 's/^strategy: //p'; }
     s=$(strat --mem 10MiB); echo "10MiB: $s"
     case $s in *"1 micro-batch | no recompute"*) ;; *) fail "10MiB: expected the plain plan" ;; esac
     s=$(strat --mem 3600000); echo "3600000: $s"
@@ -232,7 +233,7 @@ budget)    # --mem: the search picks micro-batches and recompute that fit (plann
     s=$(strat --device h100); echo "--device h100: $s"
     case $s in *"budget 78.50 GiB"*"on h100"*) ;; *) fail "--device h100 should imply --mem 78.50 GiB" ;; esac
     # nothing fits: exit 1 with the smallest budget, and compiling at that budget succeeds
-    "$gc" "$graph" --config tiny --target cpu --mem 1MiB --emit plan-text >out.txt 2>err.txt && fail "1MiB accepted"
+    "$gc" "$graph" --config tiny --target cpu --offload none --mem 1MiB --emit plan-text >out.txt 2>err.txt && fail "1MiB accepted"
     cat err.txt
     grep -q "the largest part is optimizer state" err.txt || fail "1MiB: no dominating part"
     n=$(sed -n 's/.*; --mem \([0-9]*\) compiles.*/\1/p' err.txt)
@@ -241,7 +242,7 @@ budget)    # --mem: the search picks micro-batches and recompute that fit (plann
     echo "--mem $n: $s"
     # the chosen recomputing plan trains bit-identically to the plain one
     compile t_plain --recompute none
-    compile t_budget --mem 3600000
+    compile t_budget --mem 3600000 --offload none
     losses t_plain --steps 4 >a.txt
     losses t_budget --steps 4 >b.txt
     cmp -s a.txt b.txt || { paste a.txt b.txt; fail "the searched plan's losses differ"; }
@@ -258,9 +259,9 @@ budget)    # --mem: the search picks micro-batches and recompute that fit (plann
     done
     [ "$(echo $seen | wc -w)" -eq 2 ] || fail "no per-layer mix found for both K=1 and K=2 (found K:$seen)"
     for m in $mixes; do
-        "$gc" "$graph" --config tiny --target cpu --mem $m --emit plan-text | grep "^strategy:" >s.txt
+        "$gc" "$graph" --config tiny --target cpu --offload none --mem $m --emit plan-text | grep "^strategy:" >s.txt
         k=$(sed -n 's/.*| \([0-9]*\) micro-batch.*/\1/p' s.txt)
-        compile t_mix_$m --mem $m --poison
+        compile t_mix_$m --mem $m --poison --offload none
         compile t_ref_$m --recompute none --micro-batches "$k"
         losses t_mix_$m --steps 4 >mix.txt
         losses t_ref_$m --steps 4 >ref.txt

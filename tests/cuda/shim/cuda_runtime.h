@@ -127,6 +127,15 @@ inline cudaError_t cudaMalloc(void **p, size_t bytes)
 }
 template <class T> cudaError_t cudaMalloc(T **p, size_t bytes) { return cudaMalloc((void **)p, bytes); }
 inline cudaError_t cudaFree(void *p) { free(p); return cudaSuccess; }
+/* pinned host memory: plain host memory here */
+#define cudaHostAllocDefault 0x00
+inline cudaError_t cudaHostAlloc(void **p, size_t bytes, unsigned)
+{
+    if (posix_memalign(p, 256, bytes ? bytes : 1) != 0)
+        return cudaErrorMemoryAllocation;
+    return cudaSuccess;
+}
+inline cudaError_t cudaFreeHost(void *p) { free(p); return cudaSuccess; }
 
 /* Host synchronisations: the calls that make the host wait for the device
  * (cudaStreamSynchronize, cudaDeviceSynchronize, cudaMemcpy and the
@@ -195,6 +204,26 @@ template <class T> cudaError_t cudaGetSymbolAddress(void **p, const T &sym)
     return cudaSuccess;
 }
 
+/* Events and host functions: streams are synchronous here, so an event is
+ * always complete and a host function runs when it is queued. */
+struct CUevent_st { int dummy; };
+typedef struct CUevent_st *cudaEvent_t;
+#define cudaEventDisableTiming 0x02
+#define CUDART_CB
+typedef void (*cudaHostFn_t)(void *);
+inline cudaError_t cudaEventCreateWithFlags(cudaEvent_t *e, unsigned) { *e = new CUevent_st(); return cudaSuccess; }
+inline cudaError_t cudaEventCreate(cudaEvent_t *e) { return cudaEventCreateWithFlags(e, 0); }
+inline cudaError_t cudaEventDestroy(cudaEvent_t e) { delete e; return cudaSuccess; }
+inline cudaError_t cudaEventRecord(cudaEvent_t, cudaStream_t = nullptr) { return cudaSuccess; }
+inline cudaError_t cudaEventSynchronize(cudaEvent_t) { gcemu_syncs++; return cudaSuccess; }
+inline cudaError_t cudaStreamWaitEvent(cudaStream_t, cudaEvent_t, unsigned = 0) { return cudaSuccess; }
+inline long gcemu_host_funcs = 0;   /* cudaLaunchHostFunc calls */
+inline cudaError_t cudaLaunchHostFunc(cudaStream_t, cudaHostFn_t fn, void *arg)
+{
+    gcemu_host_funcs++;
+    fn(arg);
+    return cudaSuccess;
+}
 inline cudaError_t cudaStreamCreate(cudaStream_t *s) { *s = new CUstream_st(); return cudaSuccess; }
 inline cudaError_t cudaStreamCreateWithFlags(cudaStream_t *s, unsigned) { return cudaStreamCreate(s); }
 inline cudaError_t cudaStreamDestroy(cudaStream_t s) { delete s; return cudaSuccess; }
