@@ -501,7 +501,8 @@ def shrink(runner, spec, lever, kind, msg0="", log=print, budget=150):
         if kind not in ("compile", "crash"):
             return None
         m = re.sub(r"/\S+", "", msg.split(" | ")[0])
-        return re.sub(r"at step \d+", "at step #", m)[:160]   # plan steps move as ops go
+        # op numbers, plan steps and tensor names (t33, h0.t5, d.x) move as ops go
+        return re.sub(r"[\w.]*\d[\w.]*", "#", m)[:160]
 
     def fails(s):
         nonlocal tries
