@@ -507,8 +507,18 @@ static int bwd_temp(AD *ad, int t, const char *what)
     return v;
 }
 
+/* t and u have one shape (not only one size: b [2, 1, 2] broadcast over
+ * a [1, 2, 1, 2] has a's size, and an elementwise op writing b's gradient
+ * from dy would break its shape rule) */
+static int same_shape(const Graph *g, int t, int u)
+{
+    return g->t[t].rank == g->t[u].rank &&
+           memcmp(g->t[t].shape, g->t[u].shape, sizeof(long) * (size_t)g->t[t].rank) == 0;
+}
+
 /* c = a * b: da = dy * b (b broadcast as in the forward); db = dy * a,
- * summed over the broadcast rows when b is smaller */
+ * summed over the broadcast rows when b is smaller (over one row when b
+ * only lacks leading 1s) */
 static void grad_mul(AD *ad, const Op *op, int dy)
 {
     Graph *g = ad->g;
@@ -519,7 +529,7 @@ static void grad_mul(AD *ad, const Op *op, int dy)
     }
     if (NEEDS(1)) {
         int in[2] = {dy, a};
-        if (g->t[b].numel == g->t[dy].numel) {
+        if (same_shape(g, b, dy)) {
             emit1(ad, OP_MUL, in, 2, b, NULL, "bwd.db");
         } else {
             int tmp = bwd_temp(ad, dy, "dyxa");
@@ -538,7 +548,7 @@ static void grad_sub(AD *ad, const Op *op, int dy)
     if (NEEDS(0))
         emit1(ad, OP_COPY, &dy, 1, a, NULL, "bwd");
     if (NEEDS(1)) {
-        if (g->t[b].numel == g->t[dy].numel) {
+        if (same_shape(g, b, dy)) {
             emit1(ad, OP_SCALE, &dy, 1, b, neg, "bwd.db");
         } else {
             int tmp = bwd_temp(ad, b, "sumdy");
