@@ -908,8 +908,10 @@ def rope(x, theta):
 '''
 
 
-def to_torch(spec):
-    """the forward as Python source: def forward(P, tokens, targets) -> loss"""
+def to_torch(spec, rec=False):
+    """the forward as Python source: def forward(P, tokens, targets) -> loss;
+    rec: every op's output passes through REC(t) (the caller defines it: the
+    bf16 bound of rg.py reads each activation and its gradient)"""
     L = spec["dims"].get("L", 0)
     out = [TORCH_PRELUDE, "", "def forward(P, tokens, targets):",
            "    B, T = tokens.shape   # B: the rows of this run (B/K with micro-batches)"]
@@ -926,6 +928,8 @@ def to_torch(spec):
     def emit(nodes, ind):
         for n in nodes:
             e = OPS[n["op"]][1](n, [ref(i) for i in n["in"]])
+            if rec and n["op"] != "alias":
+                e = f"[REC(y) for y in {e}]" if n["op"] == "split" else f"REC({e})"
             if n["op"] == "split":
                 out.append(f"{ind}{', '.join(n['out'])}, = {e}")
             else:
