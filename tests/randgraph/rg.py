@@ -352,16 +352,6 @@ def known_alias(spec):
 KNOWN_ALIAS_OPEN = False  # main has i20a's "autodiff:" alias fix (may_share); True would mark its class known
 
 
-def known_layers(spec, lever, kind, msg):
-    """split_updates.c numbers the updates of a parameter's gradient views
-    view_offset / bytes as if they were a layer stack; a sliced parameter
-    (its rows [3, 6) and the zero-filled rest) gives an update layer 1 in a
-    graph with L = 1, so graph_layers() counts too many and a per-layer
-    --recompute list of L letters is refused (regress/rc_list_slice_layers)"""
-    m = re.search(r"--recompute \w+ names (\d+) layers?; the graph has (\d+)", msg)
-    return lever == "rc_list" and kind == "compile" and m and int(m.group(2)) > int(m.group(1))
-
-
 def known_seed191(spec, lever, kind, msg):
     """seed 191 (smoke): a graph of products of activations (t7 t8^T t9, then
     x (t31^T t33)) whose loss swings 85 -> 449 -> 57 at lr 0.2; steps 1-2 match
@@ -378,7 +368,6 @@ def known_seed191(spec, lever, kind, msg):
 KNOWN = [
     (lambda spec, lever, kind, msg: KNOWN_ALIAS_OPEN and kind in ("loss", "param") and known_alias(spec),
      "known: fixed by autodiff alias rule (issue 20 (1))"),
-    (known_layers, "known: split_updates layer numbering of sliced params (not fixed)"),
     (known_seed191, "known: seed 191's float32 drift in an exploding loss (not explained)"),
 ]
 
