@@ -940,6 +940,8 @@ def main():
     ap.add_argument("--levers", default="")
     ap.add_argument("--lever", default="")
     ap.add_argument("--per-graph", type=int, default=2, help="smoke: levers sampled per graph besides default")
+    ap.add_argument("--sample", dest="per_graph_campaign", type=int, default=0,
+                    help="campaign: levers sampled per graph besides default (0: every single-process lever)")
     ap.add_argument("--mpi-every", type=int, default=0, help="every M-th graph also runs dp2, zero3, tp2")
     ap.add_argument("--emu-every", type=int, default=0,
                     help="every M-th graph also runs the CUDA program under the emulator (fp32, lever cuda)")
@@ -963,7 +965,10 @@ def main():
         return cmd_run(a, range(1, a.graphs + 1), lv, "smoke")
     if a.cmd == "campaign":
         def lv(spec):
-            ls = [l for l in LEVERS if l not in MPI_LEVERS]
+            if a.per_graph_campaign:   # default plus N sampled single-process levers
+                ls = sample_levers(spec, random.Random(spec["seed"] * 17 + 5), a.per_graph_campaign)
+            else:
+                ls = [l for l in LEVERS if l not in SAMPLED]
             if a.mpi_every and spec["seed"] % a.mpi_every == 0:
                 ls += sorted(MPI_LEVERS)
             return ls + emu_levers(a, spec)
