@@ -431,7 +431,7 @@ class Emu:
     then takes ~2 s of CPU. The C++ compiler, OpenBLAS and cblas.h come from
     gcompile's CMakeCache.txt, the host runtime is its libgcrt_host.a."""
 
-    def __init__(self, gcompile, work):
+    def __init__(self, gcompile, work, objs=None):
         bdir = os.path.dirname(gcompile)
         cache = {}
         try:
@@ -456,10 +456,14 @@ class Emu:
         h = hashlib.sha1()
         for f in srcs:
             h.update(open(f, "rb").read())
-        self.flags = os.environ.get("GCOMPILE_CFLAGS", "").split()
+        # the programs' extra flags (a sanitizer's), less an optimization level (the emulator keeps -O2)
+        self.flags = [f for f in os.environ.get("GCOMPILE_CFLAGS", "").split() if not f.startswith("-O")]
         h.update(" ".join([self.cxx] + self.flags).encode())
         self.dir = os.path.join(work, "emu-" + h.hexdigest()[:12])
         self.objs = [os.path.join(self.dir, "kernels_cuda.o"), os.path.join(self.dir, "device_cuda.o")]
+        self.given = bool(objs)
+        if objs:      # built elsewhere (tests/cuda's gcemu_rt): kernels_cuda and device_cuda objects
+            self.objs = objs
 
     def available(self):
         return os.path.exists(self.host) and shutil.which(self.cxx) is not None
@@ -469,7 +473,7 @@ class Emu:
 
     def prepare(self):
         """the runtime's objects, once (concurrent callers: each writes its own, renames)"""
-        if all(os.path.exists(o) for o in self.objs):
+        if self.given or all(os.path.exists(o) for o in self.objs):
             return
         os.makedirs(self.dir, exist_ok=True)
         for o in self.objs:
@@ -495,11 +499,14 @@ class Emu:
                               self.flags + ["-o", out], capture_output=True, text=True, errors="replace", timeout=300)
 
 
+EMU_OBJS = None    # --emu-objs: the emulated CUDA runtime's objects, built elsewhere
+
+
 class Runner:
     def __init__(self, gcompile, work, cc=None, threads=1, keep=False):
         self.gc, self.work, self.cc, self.threads, self.keep = gcompile, work, cc, threads, keep
         os.makedirs(work, exist_ok=True)
-        self.emu = Emu(gcompile, work)
+        self.emu = Emu(gcompile, work, EMU_OBJS)
 
     def compile(self, d, graph, out, flags, lever=""):
         if lever in EMU_LEVERS:
@@ -838,7 +845,7 @@ def cmd_run(a, seeds, levers_for, title):
     for s in seeds:
         spec = gen.generate(s)
         items.append((gc, a.work, spec, levers_for(spec), a.cc))
-    emu = Emu(gc, a.work)
+    emu = Emu(gc, a.work, EMU_OBJS)
     reg_emu = a.regress and (a.emu_regress or any(EMU_LEVERS & set(file_levers(open(f).read()))
                                                   for f in regress_files()))
     if emu.available() and (any(EMU_LEVERS & set(it[3]) for it in items) or reg_emu):
@@ -948,12 +955,16 @@ def main():
     ap.add_argument("--bf16-every", type=int, default=0,
                     help="every M-th graph also runs the emulated CUDA program in bf16 (lever cuda_bf16)")
     ap.add_argument("--emu-regress", action="store_true", help="regression graphs also under cuda, cuda_bf16")
+    ap.add_argument("--emu-objs", default="", help="comma-separated objects of the emulated CUDA runtime "
+                    "(kernels_cuda, device_cuda; default: built once under WORK)")
     ap.add_argument("--cc", default=None, help="gcompile --cc (default: its own cc)")
     ap.add_argument("--max-shrink", type=int, default=5)
     ap.add_argument("--no-regress", dest="regress", action="store_false")
     ap.add_argument("--mpi", action="store_true", help="regression graphs also under mpirun")
     a = ap.parse_intermixed_args()
     a.work = os.path.abspath(a.work)
+    global EMU_OBJS
+    EMU_OBJS = [o for o in a.emu_objs.split(",") if o] or None
     os.makedirs(a.work, exist_ok=True)
     if a.cmd == "smoke":
         def lv(spec):
