@@ -481,7 +481,9 @@ static void grad_allreduce(AD *ad, const Op *op, int dy)
 
 /* dy summed over ranks (tensor parallel: a tensor read by column-cut matmuls,
  * whose gradient each rank holds a partial sum of): a new gradient tensor,
- * which the backward of the tensor's producer reads instead of dy. */
+ * which the backward of the tensor's producer reads instead of dy. Its bytes
+ * are written (covered): an operand's gradient that shares them (the add
+ * rule) is read whole, never zero-filled over the sum. */
 static int sum_over_ranks(AD *ad, int t, int dy)
 {
     Graph *g = ad->g;
@@ -491,6 +493,7 @@ static int sum_over_ranks(AD *ad, int t, int dy)
     free(name);
     int id = new_op(ad, OP_ALLREDUCE, &dy, 1, &out, 1, "ar");
     comm_op_attrs(&g->ops[id], g->t[t].tp_sum_grad, 0, 2, COMM_TP);   /* a sum, with the backward */
+    cover(ad, out, 0, g->t[out].bytes);
     return out;
 }
 
