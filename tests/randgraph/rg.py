@@ -261,7 +261,36 @@ def reference(spec, vals, toks, rows, chunks, dtype="float64", mca=None):
             if t.requires_grad:
                 t.register_hook(noisy)
             return t
+
+        class Softmax(torch.autograd.Function):
+            """softmax whose backward ds = p (g - D) carries the two roundings
+            the per-op noise above misses (every softmax gets them, fused or
+            not): D = rowsum(g * y) is a reduction of its own, so it is an op
+            result with its own error, which does not cancel against g's (the
+            fused attention computes D = rowsum(dy * y) from the stored output,
+            dp = dy v^T separately; on a saturated row, p = 1, the exact
+            p (g - D) is ~0, the rounded one of the order of u |D|, and dq
+            gets it times |k|: seeds 100092, 100191, where scores reach 1e4);
+            and the fused attention's backward recomputes p = exp(s - lse)
+            from one fp32 lse per row (FlashAttention's scheme, ours on CPU
+            and CUDA), so lse's rounding scales every p of the row by the
+            same 1 + d, |d| <= 2^-24 |lse|"""
+            @staticmethod
+            def forward(ctx, x):
+                y = torch.softmax(x, -1)
+                lse = torch.logsumexp(x, -1, keepdim=True).abs()
+                lse = torch.where(torch.isfinite(lse), lse, torch.zeros_like(lse))
+                ctx.save_for_backward(y, lse)
+                return noisy(y)
+
+            @staticmethod
+            def backward(ctx, g):
+                y, lse = ctx.saved_tensors
+                d = (torch.rand(lse.shape, generator=gen_noise, dtype=y.dtype) * 2 - 1) * 2.0 ** -24 * lse
+                p = noisy(y * (1 + d))
+                return p * (g - noisy((g * y).sum(-1, keepdim=True)))
         ns["REC"] = rec
+        ns["SOFTMAX"] = Softmax.apply
     exec(gen.to_torch(spec, rec=mca is not None), ns)
     fwd = ns["forward"]
     h = spec["hyper"]
@@ -324,7 +353,7 @@ def bf16_bound(spec, vals, toks):
             t.retain_grad()
             recs.append(t)
         return t
-    ns = {"REC": rec}
+    ns = {"REC": rec, "SOFTMAX": lambda x: torch.softmax(x, -1)}
     exec(gen.to_torch(spec, rec=True), ns)
     B, T = spec["dims"]["B"], spec["dims"]["T"]
     P = {p["name"]: torch.tensor(v, dtype=torch.float64, requires_grad=True) for p, v in zip(spec["params"], vals)}
