@@ -481,7 +481,9 @@ static void grad_allreduce(AD *ad, const Op *op, int dy)
 
 /* dy summed over ranks (tensor parallel: a tensor read by column-cut matmuls,
  * whose gradient each rank holds a partial sum of): a new gradient tensor,
- * which the backward of the tensor's producer reads instead of dy. */
+ * which the backward of the tensor's producer reads instead of dy. Its bytes
+ * are written (covered): an operand's gradient that shares them (the add
+ * rule) is read whole, never zero-filled over the sum. */
 static int sum_over_ranks(AD *ad, int t, int dy)
 {
     Graph *g = ad->g;
@@ -491,6 +493,7 @@ static int sum_over_ranks(AD *ad, int t, int dy)
     free(name);
     int id = new_op(ad, OP_ALLREDUCE, &dy, 1, &out, 1, "ar");
     comm_op_attrs(&g->ops[id], g->t[t].tp_sum_grad, 0, 2, COMM_TP);   /* a sum, with the backward */
+    cover(ad, out, 0, g->t[out].bytes);
     return out;
 }
 
@@ -507,8 +510,18 @@ static int bwd_temp(AD *ad, int t, const char *what)
     return v;
 }
 
+/* t and u have one shape (not only one size: b [2, 1, 2] broadcast over
+ * a [1, 2, 1, 2] has a's size, and an elementwise op writing b's gradient
+ * from dy would break its shape rule) */
+static int same_shape(const Graph *g, int t, int u)
+{
+    return g->t[t].rank == g->t[u].rank &&
+           memcmp(g->t[t].shape, g->t[u].shape, sizeof(long) * (size_t)g->t[t].rank) == 0;
+}
+
 /* c = a * b: da = dy * b (b broadcast as in the forward); db = dy * a,
- * summed over the broadcast rows when b is smaller */
+ * summed over the broadcast rows when b is smaller (over one row when b
+ * only lacks leading 1s) */
 static void grad_mul(AD *ad, const Op *op, int dy)
 {
     Graph *g = ad->g;
@@ -519,7 +532,7 @@ static void grad_mul(AD *ad, const Op *op, int dy)
     }
     if (NEEDS(1)) {
         int in[2] = {dy, a};
-        if (g->t[b].numel == g->t[dy].numel) {
+        if (same_shape(g, b, dy)) {
             emit1(ad, OP_MUL, in, 2, b, NULL, "bwd.db");
         } else {
             int tmp = bwd_temp(ad, dy, "dyxa");
@@ -538,7 +551,7 @@ static void grad_sub(AD *ad, const Op *op, int dy)
     if (NEEDS(0))
         emit1(ad, OP_COPY, &dy, 1, a, NULL, "bwd");
     if (NEEDS(1)) {
-        if (g->t[b].numel == g->t[dy].numel) {
+        if (same_shape(g, b, dy)) {
             emit1(ad, OP_SCALE, &dy, 1, b, neg, "bwd.db");
         } else {
             int tmp = bwd_temp(ad, b, "sumdy");

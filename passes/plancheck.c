@@ -560,7 +560,10 @@ static int family(const int *tin, const int *tout, int a, int b)
  * that are nobody's gradient (a matmul's rank-2 view of a gradient), counts as
  * the gradient of its forward tensor's storage root, when that gradient is a
  * view ancestor of it. Two gradients autodiff let share one buffer (may_share)
- * are gradients of different forward roots and stay apart. */
+ * are gradients of different forward roots and stay apart. With --precision
+ * bf16 a parameter's forward views are views of its bf16 copy (precision.c),
+ * which has no gradient: the master's counts (the copy's producer is the cast
+ * that reads the master). */
 static void gradient_owners(const Graph *g, const int *tin, const int *tout, int *owner)
 {
     int n = g->nt;
@@ -584,7 +587,10 @@ static void gradient_owners(const Graph *g, const int *tin, const int *tout, int
         if (fwd[u] < 0)
             continue;
         size_t off;
-        int r = top_of(g, fwd[u], &off), gr = g->t[r].grad;
+        int r = top_of(g, fwd[u], &off), gr = g->t[r].grad, pr = g->t[r].producer;
+        if (gr < 0 && g->t[r].kind == TK_PARAM && pr >= 0 && pr < g->nops && g->ops[pr].kind == OP_COPY &&
+            g->ops[pr].nin == 1)      /* a bf16 copy (precision.c): the gradient is its master's */
+            gr = g->t[g->ops[pr].in[0]].grad;
         if (gr >= 0 && gr < n && tin[gr] <= tin[t] && tout[t] <= tout[gr])
             owner[t] = gr;
     }

@@ -8,9 +8,13 @@
  * all of them (the fused-opt schedule places each update right after its
  * slice's last use). Gradient roots that ops also use whole stay as they are.
  * Nothing with micro-batches (their gradients stay in the grads region).
- * Each slice's update gets `layer` = its slice index, so the schedule and
- * codegen can run one layer's updates as one multi-tensor launch; an
- * adamw_bf16's bf16 copy is sliced the same way.
+ * Each slice's update gets `layer` = the loop iteration of the ops that
+ * write its gradient (the latest, -1 outside loops: a layer stack's slice l
+ * is written by layer l's backward), so the schedule and codegen can run one
+ * layer's updates as one multi-tensor launch; an adamw_bf16's bf16 copy is
+ * sliced the same way. (Not the slice's index: a parameter sliced into rows
+ * outside any loop is no layer stack, and numbering its slices as layers
+ * made graph_layers() count layers the graph does not have.)
  * Run after autodiff (and precision), before schedule.
  */
 #include "passes.h"
@@ -44,6 +48,23 @@ static int view_like(Graph *g, int base, size_t elem_off, const Tensor *like, co
     return v;
 }
 
+/* the latest op->layer among the ops that write view v of G or a view of it; -1 if none */
+static int writer_layer(const Graph *g, int G, int v)
+{
+    int layer = -1;
+    for (int o = 0; o < g->nops; o++) {
+        const Op *op = &g->ops[o];
+        for (int i = 0; i < op->nout && !op->dead; i++) {
+            int u = op->out[i];
+            while (u >= 0 && u != v && g->t[u].view_of >= 0 && g->t[u].view_of != G)
+                u = g->t[u].view_of;
+            if (u == v && op->layer > layer)
+                layer = op->layer;
+        }
+    }
+    return layer;
+}
+
 static void split_param(Graph *g, int p, int adamw)
 {
     int G = g->t[p].grad;
@@ -71,10 +92,13 @@ static void split_param(Graph *g, int p, int adamw)
     }
     Op proto = g->ops[adamw];
     int pcopy = proto.nin > 4 ? proto.in[4] : -1;   /* adamw_bf16: the bf16 copy */
+    int *layers = xmalloc((size_t)nv * sizeof(int));
+    for (int k = 0; k < nv; k++)
+        layers[k] = writer_layer(g, G, views[k]);
     for (int k = 0; k < nv; k++) {
         Tensor *v = &g->t[views[k]];
         size_t elem = v->view_offset / dtype_size(v->dtype);
-        int layer = (int)(v->view_offset / v->bytes);   /* equal slices of a layer stack */
+        int layer = layers[k];
         v->view_of = -1;            /* its own root now */
         v->view_offset = 0;
         v->region = RG_ARENA;
@@ -97,6 +121,7 @@ static void split_param(Graph *g, int p, int adamw)
             g->ops[id].layer = layer;
         }
     }
+    free(layers);
     free(views);
 }
 

@@ -34,6 +34,10 @@ check budget_search 1 "nothing fits --mem 1.00 GiB: the smallest plan found need
 check bad_device 1 "unknown profile 'tpu'" -- "$gc" "$graph" --device tpu
 check bad_recompute 1 "must be none, selective, full, auto or one letter per layer" -- "$gc" "$graph" --recompute some
 check recompute_list_len 1 "names 3 layers; the graph has 12" -- "$gc" "$graph" --recompute ffs --emit summary
+# issue 20: a parameter sliced into rows outside the loop is no layer stack (split_updates.c numbered
+# its gradient slices' updates as layers: a graph of 1 layer counted 2, and this list was refused)
+check recompute_list_sliced 0 "" -- "$gc" "$(dirname "$graph")/../tests/randgraph/regress/rc_list_slice_layers.graph" \
+    --recompute s --emit summary
 check bad_search 1 "must be fast or exhaustive" -- "$gc" "$graph" --search slow
 check bad_micro 1 "does not divide B = 4" -- "$gc" "$graph" --micro-batches 3 --emit summary
 check budget_ok 0 "parameters: 124475904" -- "$gc" "$graph" --mem 80GB --emit summary

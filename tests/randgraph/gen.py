@@ -44,6 +44,13 @@ def _attrs_dsl(node, names):
     return parts
 
 
+def _axis_dsl(node):
+    """`, axis=A` (by name or, half the time, positionally) unless absent"""
+    if "axis" not in node["attr"]:
+        return ""
+    return (", " if node["attr"].get("pos") else ", axis=") + str(node["attr"]["axis"])
+
+
 def _call(opname, node, attrs=()):
     args = list(node["in"]) + _attrs_dsl(node, attrs)
     return f"{opname}({', '.join(args)})"
@@ -73,10 +80,19 @@ OPS = {
                 lambda n, i: f"{i[0]}.reshape([{', '.join(str(v) for v in n['attr']['shape'])}])"),
     "permute": (lambda n: f"permute({n['in'][0]}, [{', '.join(str(v) for v in n['attr']['perm'])}])",
                 lambda n, i: f"{i[0]}.permute({n['attr']['perm']})"),
-    "split": (lambda n: f"split({n['in'][0]}, {n['attr']['parts']})",
-              lambda n, i: f"split0({i[0]}, {n['attr']['parts']})"),
-    "slice": (lambda n: f"slice({n['in'][0]}, {n['attr']['start']}, {n['attr']['len']})",
-              lambda n, i: f"{i[0]}[{n['attr']['start']}:{n['attr']['start'] + n['attr']['len']}]"),
+    "split": (lambda n: f"split({n['in'][0]}, {n['attr']['parts']}{_axis_dsl(n)})",
+              lambda n, i: f"splitax({i[0]}, {n['attr']['parts']}, {n['attr'].get('axis', 0)})"),
+    "slice": (lambda n: f"slice({n['in'][0]}, {n['attr']['start']}, {n['attr']['len']}{_axis_dsl(n)})",
+              lambda n, i: f"torch.narrow({i[0]}, {n['attr'].get('axis', 0)}, {n['attr']['start']}, "
+                           f"{n['attr']['len']})"),
+    "concat": (lambda n: f"concat({n['in'][0]}, {n['in'][1]}{_axis_dsl(n)})",
+               lambda n, i: f"torch.cat([{i[0]}, {i[1]}], {n['attr'].get('axis', 0)})"),
+    "repeat": (lambda n: f"repeat({n['in'][0]}, {n['attr']['n']}{_axis_dsl(n)})",
+               lambda n, i: f"torch.repeat_interleave({i[0]}, {n['attr']['n']}, {n['attr'].get('axis', 0)})"),
+    "mean": (lambda n: f"mean({n['in'][0]})", lambda n, i: f"{i[0]}.mean(-1)"),
+    "rope": (lambda n: (f"rope({n['in'][0]}, theta={n['attr']['theta']!r})" if "theta" in n["attr"]
+                        else f"rope({n['in'][0]})"),
+             lambda n, i: f"rope({i[0]}, {n['attr'].get('theta', 500000)!r})"),
     "mul": (lambda n: (f"{n['in'][0]} * {n['in'][1]}" if n["attr"].get("plus") else _call("mul", n)),
             lambda n, i: f"{i[0]} * {i[1]}"),
     "sub": (lambda n: (f"{n['in'][0]} - {n['in'][1]}" if n["attr"].get("plus") else _call("sub", n)),
@@ -236,13 +252,15 @@ class Gen:
         """x + f(x): f any shape-preserving block chain; the known case
         x + (matmul(x, W) + b) among them."""
         r = self.r
-        kind = r.choice(["lin", "mlp", "attn", "any", "other"])
+        kind = r.choice(["lin", "mlp", "attn", "any", "other", "gqa"])
         if kind == "lin":
             y, _ = self.linear(x, c, n=c)
         elif kind == "mlp":
             y, _ = self.b_mlp(x, c)
         elif kind == "attn":
             y, _ = self.b_attention(x, c)
+        elif kind == "gqa":
+            y, _ = self.b_gqa(x, c)
         elif kind == "other":
             y = self.pick_same(self.BT(c), avoid=x) or x
             y, _ = self.b_gelu(y, c)
@@ -287,9 +305,19 @@ class Gen:
         qkv = self.node("matmul", [x, w], [(B, T, 3 * D)], tb=1)
         if r.random() < 0.5:
             qkv = self.node("add", [qkv, self.param([3 * D], std=0.2)], [(B, T, 3 * D)], plus=True)
-        qkv = self.node("reshape", [qkv], [(B, T, 3, nh, hs)], shape=["B", T, 3, nh, hs])
-        qkv = self.node("permute", [qkv], [(3, B, nh, T, hs)], perm=[2, 0, 3, 1, 4])
-        q, k, v = self.node("split", [qkv], [(B, nh, T, hs)] * 3, parts=3)
+        if r.random() < 0.3:   # Hugging Face's way: split the channels (a copy), then heads
+            parts = self.node("split", [qkv], [(B, T, D)] * 3, parts=3, **self.axattr(2, 3))
+            q, k, v = (self.node("permute", [self.node("reshape", [t], [(B, T, nh, hs)], shape=["B", T, nh, hs])],
+                                 [(B, nh, T, hs)], perm=[0, 2, 1, 3]) for t in parts)
+        else:
+            qkv = self.node("reshape", [qkv], [(B, T, 3, nh, hs)], shape=["B", T, 3, nh, hs])
+            qkv = self.node("permute", [qkv], [(3, B, nh, T, hs)], perm=[2, 0, 3, 1, 4])
+            ax = {"axis": -5} if r.random() < 0.2 else {}     # -5 is axis 0: still the view
+            q, k, v = self.node("split", [qkv], [(B, nh, T, hs)] * 3, parts=3, **ax)
+        if hs % 2 == 0 and r.random() < 0.2:   # rope on q and k (the first form no longer matches)
+            th = self.theta()
+            q = self.node("rope", [q], [(B, nh, T, hs)], **th)
+            k = self.node("rope", [k], [(B, nh, T, hs)], **th)
         att = self.node("matmul", [q, k], [(B, nh, T, T)], tb=1)
         att = self.node("scale", [att], [(B, nh, T, T)], s=1.0 / math.sqrt(hs))
         if r.random() < 0.85:
@@ -395,7 +423,8 @@ class Gen:
         B, T = self.dims["B"], self.dims["T"]
         if B < 2:
             return self.b_scale(x, c)
-        parts = self.node("split", [x], [(T, c)] * B, parts="B")
+        ax = {"axis": -3} if r.random() < 0.3 else {}       # -3 is axis 0: the view, B dropped
+        parts = self.node("split", [x], [(T, c)] * B, parts="B", **ax)
         self.nomicro = True
         s = parts[0]
         for p in parts[1:]:
@@ -410,12 +439,224 @@ class Gen:
             return self.b_gelu(x, c)
         return self.node("add", [x, y], [self.BT(c)], plus=True), c
 
+    # -- issue 22's ops: rope, concat, repeat, mean, split/slice off axis 0
+    def ax(self, a, rank):
+        """axis a of a rank-`rank` tensor, written as a or a - rank (negative)"""
+        return a - rank if self.r.random() < 0.4 else a
+
+    def axattr(self, a, rank):
+        return {"axis": self.ax(a, rank), "pos": self.r.random() < 0.3}
+
+    def theta(self):
+        t = self.r.choice([None, 10000.0, 100.0, 10.0, 500000.0])
+        return {} if t is None else {"theta": t}
+
+    def back_to(self, y, c2, c):
+        """y [B, T, c2] back to width c where the stream must keep it (loops)"""
+        if self.in_loop() and c2 != c:
+            return self.linear(y, c2, n=c)
+        return y, c2
+
+    def tokmix_n(self, y, c, n):
+        """y [B, n, c] -> [B, T, c] through a [n, T] parameter along the token axis"""
+        B, T = self.dims["B"], self.dims["T"]
+        z = self.node("permute", [y], [(B, c, n)], perm=[0, 2, 1])
+        if self.r.random() < 0.5:
+            z = self.node("matmul", [z, self.param([n, T])], [(B, c, T)])
+        else:
+            z = self.node("matmul", [z, self.param([T, n])], [(B, c, T)], tb=1)
+        return self.node("permute", [z], [self.BT(c)], perm=[0, 2, 1])
+
+    def b_rope(self, x, c):
+        """rope on the stream ([B, T, c]: positions along T) or on heads
+        ([B, nh, T, hs] by reshape + permute, and back); c must be even"""
+        r = self.r
+        B, T = self.dims["B"], self.dims["T"]
+        hsl = [h for h in range(2, c + 1, 2) if c % h == 0]
+        if not hsl:
+            return self.b_act(x, c)
+        if r.random() < 0.4:
+            return self.node("rope", [x], [self.BT(c)], **self.theta()), c
+        hs = r.choice(hsl)
+        nh = c // hs
+        y = self.node("reshape", [x], [(B, T, nh, hs)], shape=["B", T, nh, hs])
+        if r.random() < 0.2:     # positions along the head axis: valid, if odd
+            y = self.node("rope", [y], [(B, T, nh, hs)], **self.theta())
+        else:
+            y = self.node("permute", [y], [(B, nh, T, hs)], perm=[0, 2, 1, 3])
+            y = self.node("rope", [y], [(B, nh, T, hs)], **self.theta())
+            y = self.node("permute", [y], [(B, T, nh, hs)], perm=[0, 2, 1, 3])
+        return self.node("reshape", [y], [self.BT(c)], shape=["B", T, c]), c
+
+    def heads(self, x, c, w_rows, nh, hs):
+        """permute(reshape(matmul(x, W), [B, T, nh, hs]), [0, 2, 1, 3]): (B, nh, T, hs)"""
+        B, T = self.dims["B"], self.dims["T"]
+        if self.r.random() < 0.7:
+            y = self.node("matmul", [x, self.param([w_rows, c])], [(B, T, w_rows)], tb=1)
+        else:
+            y = self.node("matmul", [x, self.param([c, w_rows])], [(B, T, w_rows)])
+        y = self.node("reshape", [y], [(B, T, nh, hs)], shape=["B", T, nh, hs])
+        return self.node("permute", [y], [(B, nh, T, hs)], perm=[0, 2, 1, 3])
+
+    def b_gqa(self, x, c):
+        """Llama's attention (the fusion's second form): separate q, k, v
+        projections to heads, rope on q and k, k and v repeated from NKV to
+        NH heads along axis 1 (grouped-query), causal scores, softmax,
+        weighted sum, heads back, output projection; variants: no rope, odd
+        hs, rope after the repeat, no mask, axis written negative"""
+        r = self.r
+        B, T = self.dims["B"], self.dims["T"]
+        nkv = r.choice([1, 1, 2])
+        grp = r.choice([1, 2, 2, 3])
+        nh = nkv * grp
+        hs = r.choice([2, 2, 4, 3, 1])
+        rope = hs % 2 == 0 and r.random() < 0.85
+        q = self.heads(x, c, nh * hs, nh, hs)
+        k = self.heads(x, c, nkv * hs, nkv, hs)
+        v = self.heads(x, c, nkv * hs, nkv, hs)
+        late = r.random() < 0.2          # rope after the repeat
+        if rope:
+            th = self.theta()
+            q = self.node("rope", [q], [(B, nh, T, hs)], **th)
+            if not late:
+                k = self.node("rope", [k], [(B, nkv, T, hs)], **th)
+        if grp > 1 or r.random() < 0.2:
+            k = self.node("repeat", [k], [(B, nh, T, hs)], n=grp, **self.axattr(1, 4))
+            v = self.node("repeat", [v], [(B, nh, T, hs)], n=grp, **self.axattr(1, 4))
+        if rope and late:
+            k = self.node("rope", [k], [(B, nh, T, hs)], **th)
+        att = self.node("matmul", [q, k], [(B, nh, T, T)], tb=1)
+        att = self.node("scale", [att], [(B, nh, T, T)], s=1.0 / math.sqrt(hs))
+        if r.random() < 0.85:
+            att = self.node("causal_mask", [att], [(B, nh, T, T)])
+        att = self.node("softmax", [att], [(B, nh, T, T)])
+        y = self.node("matmul", [att, v], [(B, nh, T, hs)])
+        y = self.node("permute", [y], [(B, T, nh, hs)], perm=[0, 2, 1, 3])
+        y = self.node("reshape", [y], [(B, T, nh * hs)], shape=["B", T, nh * hs])
+        return self.linear(y, nh * hs, n=c, bias=r.random() < 0.3)
+
+    def b_concat(self, x, c):
+        """concat along channels (then a linear), along T (then a [2T, T]
+        token mix), or along B (then the two halves sliced back and added)"""
+        r = self.r
+        B, T = self.dims["B"], self.dims["T"]
+        kind = r.choice(["chan", "chan", "tok", "batch"])
+        if kind == "chan":
+            cand = [(n, s) for n, s in self.visible() if len(s) == 3 and s[:2] == (B, T) and n != x]
+            if cand and r.random() < 0.7:
+                y, s = r.choice(cand)
+                c2 = s[2]
+            else:
+                y, c2 = self.b_act(x, c)
+            a, b = (x, y) if r.random() < 0.5 else (y, x)
+            z = self.node("concat", [a, b], [self.BT(c + c2)], **self.axattr(2, 3))
+            n = c if self.in_loop() else r.choice([c, c + c2, 3])
+            return self.linear(z, c + c2, n=n)
+        y = self.pick_same(self.BT(c), avoid=x) or self.node("gelu", [x], [self.BT(c)])
+        a, b = (x, y) if r.random() < 0.5 else (y, x)
+        if kind == "tok":
+            z = self.node("concat", [a, b], [(B, 2 * T, c)], **self.axattr(1, 3))
+            if r.random() < 0.3 and c % 2 == 0:   # positions 0..2T-1
+                z = self.node("rope", [z], [(B, 2 * T, c)], **self.theta())
+            return self.tokmix_n(z, c, 2 * T), c
+        z = self.node("concat", [a, b], [(2 * B, T, c)], **self.axattr(0, 3))
+        z = self.node("gelu", [z], [(2 * B, T, c)])
+        h1 = self.node("slice", [z], [self.BT(c)], start=0, len="B")
+        h2 = self.node("slice", [z], [self.BT(c)], start="B", len="B")
+        return self.node("add", [h1, h2], [self.BT(c)], plus=True), c
+
+    def b_repeat(self, x, c):
+        """repeat_interleave along channels (then a linear back) or along T
+        (then a [nT, T] token mix), or along a head axis of size 1"""
+        r = self.r
+        B, T = self.dims["B"], self.dims["T"]
+        n = r.choice([2, 3])
+        kind = r.choice(["chan", "tok", "one"])
+        if kind == "chan":
+            z = self.node("repeat", [x], [self.BT(n * c)], n=n, **self.axattr(2, 3))
+            if r.random() < 0.5:
+                z = self.node("gelu", [z], [self.BT(n * c)])
+            return self.linear(z, n * c, n=c if self.in_loop() else r.choice([c, 2, 5]))
+        if kind == "tok":
+            z = self.node("repeat", [x], [(B, n * T, c)], n=n, **self.axattr(1, 3))
+            return self.tokmix_n(z, c, n * T), c
+        # [B, T, c] -> [B, 1, T, c] -> repeat n along axis 1 -> [B, n, T, c] -> a weighted sum over it
+        z = self.node("reshape", [x], [(B, 1, T, c)], shape=["B", 1, T, c])
+        z = self.node("repeat", [z], [(B, n, T, c)], n=n, **self.axattr(1, 4))
+        z = self.node("mul", [z, self.param([n, T, c], std=0.5, stack=False)], [(B, n, T, c)], plus=True)
+        z = self.node("permute", [z], [(B, T, c, n)], perm=[0, 2, 3, 1])
+        return self.node("mean", [z], [self.BT(c)]), c
+
+    def b_mean(self, x, c):
+        """mean over the last axis: group means (reshape [B, T, a, c/a]) mixed
+        back by a [a, c] matmul, centring by a broadcast mean (x - mean(x) w),
+        or the mean over T repeated back over T"""
+        r = self.r
+        B, T = self.dims["B"], self.dims["T"]
+        kind = r.choice(["group", "centre", "overT"])
+        if kind == "group":
+            divs = [a for a in range(1, c + 1) if c % a == 0]
+            a = r.choice(divs)
+            z = self.node("reshape", [x], [(B, T, a, c // a)], shape=["B", T, a, c // a])
+            m = self.node("mean", [z], [(B, T, a)])
+            y = self.node("matmul", [m, self.param([a, c])], [self.BT(c)])
+            return self.node("add", [x, y], [self.BT(c)], plus=True), c
+        if kind == "centre":
+            m = self.node("mean", [x], [(B, T)])
+            m = self.node("reshape", [m], [(B, T, 1)], shape=["B", T, 1])
+            y = self.node("matmul", [m, self.param([1, c], kind="ones", std=0.1)], [self.BT(c)])
+            return self.node("sub", [x, y], [self.BT(c)], plus=r.random() < 0.5), c
+        z = self.node("permute", [x], [(B, c, T)], perm=[0, 2, 1])
+        m = self.node("mean", [z], [(B, c)])
+        m = self.node("reshape", [m], [(B, 1, c)], shape=["B", 1, c])
+        m = self.node("repeat", [m], [self.BT(c)], n=T, **self.axattr(1, 3))
+        return self.node("add", [x, m], [self.BT(c)], plus=True), c
+
+    def b_axes(self, x, c):
+        """split and slice off axis 0: channels split and concatenated back
+        rotated, a token shift (slices along T, concat), the sequence split in
+        halves and swapped, a channel slice into a linear"""
+        r = self.r
+        B, T = self.dims["B"], self.dims["T"]
+        kinds = ["shift", "chslice"]
+        divs = [k for k in (2, 3) if c % k == 0]
+        if divs:
+            kinds.append("chsplit")
+        if T % 2 == 0:
+            kinds.append("tsplit")
+        kind = r.choice(kinds)
+        if kind == "chsplit":
+            k = r.choice(divs)
+            parts = self.node("split", [x], [(B, T, c // k)] * k, parts=k, **self.axattr(2, 3))
+            if k == 3:
+                y = self.node("concat", [parts[2], parts[0]], [(B, T, 2 * c // 3)], **self.axattr(2, 3))
+                y = self.node("concat", [y, parts[1]], [self.BT(c)], **self.axattr(2, 3))
+            else:
+                y = self.node("concat", [parts[1], parts[0]], [self.BT(c)], **self.axattr(2, 3))
+            return self.node("mul", [y, x], [self.BT(c)], plus=True), c
+        if kind == "tsplit":
+            h = self.node("split", [x], [(B, T // 2, c)] * 2, parts=2, **self.axattr(1, 3))
+            y = self.node("concat", [h[1], self.node("gelu", [h[0]], [(B, T // 2, c)])], [self.BT(c)],
+                          **self.axattr(1, 3))
+            return self.node("add", [x, y], [self.BT(c)], plus=True), c
+        if kind == "shift" and T >= 2:
+            a = self.node("slice", [x], [(B, 1, c)], start=0, len=1, **self.axattr(1, 3))
+            b = self.node("slice", [x], [(B, T - 1, c)], start=0, len=T - 1, **self.axattr(1, 3))
+            y = self.node("concat", [a, b], [self.BT(c)], **self.axattr(1, 3))
+            w = self.param([c], std=0.5)
+            return self.node("add", [x, self.node("mul", [y, w], [self.BT(c)], plus=True)], [self.BT(c)],
+                             plus=True), c
+        ln = r.randint(1, c)
+        y = self.node("slice", [x], [self.BT(ln)], start=r.randint(0, c - ln), len=ln, **self.axattr(2, 3))
+        return self.linear(y, ln, n=c if self.in_loop() else r.choice([c, 3, 4]))
+
     BLOCKS = [("linear", 3), ("gelu", 2), ("scale", 1), ("softmax", 1), ("layernorm", 3),
               ("residual", 5), ("mlp", 2), ("bcast", 2), ("attention", 3), ("viewmm", 2),
               ("chanperm", 1), ("tokmix", 1), ("ta", 1), ("slicemm", 1), ("heads", 1),
-              ("batchsplit", 1), ("skip", 2), ("act", 2), ("rmsnorm", 1), ("sub", 1), ("swiglu", 1)]
+              ("batchsplit", 1), ("skip", 2), ("act", 2), ("rmsnorm", 1), ("sub", 1), ("swiglu", 1),
+              ("rope", 1), ("gqa", 3), ("concat", 2), ("repeat", 1), ("mean", 1), ("axes", 2)]
     KEEP = {"gelu", "scale", "softmax", "layernorm", "residual", "bcast", "chanperm", "tokmix",
-            "batchsplit", "skip", "act", "rmsnorm", "sub", "swiglu"}
+            "batchsplit", "skip", "act", "rmsnorm", "sub", "swiglu", "rope", "gqa", "mean"}
 
     def block(self, x, c, shape_keep=False):
         names = [b for b, w in self.BLOCKS for _ in range(w)]
@@ -469,9 +710,16 @@ class Gen:
             l2 = self.head(n2, s2[2], wte, R)
             l2 = self.node("scale", [l2], [()], s=r.choice([0.5, 0.25, 2.0]))
             losses.append(l2)
+        if r.random() < 0.15:    # a regularizer: s * the mean of a [B, T, k] tensor (mean of means)
+            cand = [(n, s) for n, s in self.visible() if len(s) == 3 and s[:2] == (B, T)]
+            n2, s2 = r.choice(cand)
+            m = self.node("mean", [n2], [(B, T)])
+            m = self.node("mean", [m], [(B,)])
+            m = self.node("mean", [m], [()])
+            losses.append(self.node("scale", [m], [()], s=r.choice([0.5, -0.3, 1.0])))
         loss = losses[0]
-        if len(losses) > 1:
-            loss = self.node("add", [losses[0], losses[1]], [()], plus=True)
+        for l2 in losses[1:]:
+            loss = self.node("add", [loss, l2], [()], plus=True)
         hyper = dict(steps=3, beta1=0.9, beta2=r.choice([0.95, 0.999]),
                      lr=r.choice([0.05, 0.1, 0.2]), eps=r.choice([0.05, 0.1, 0.3]),
                      wd=r.choice([0.0, 0.1]))
@@ -555,6 +803,13 @@ def ops_of(spec):
         for n in spec[sec]:
             if n["op"] != "alias":
                 ops[n["op"]] = ops.get(n["op"], 0) + 1
+            if n["op"] in ("split", "slice", "concat", "repeat"):   # by axis: "split@axis2", "@neg" if negative
+                a = n["attr"].get("axis", 0)
+                na = a + len(n["shape"][0]) if a < 0 else a
+                if na < 0:       # a split that dropped the axis: axis 0
+                    na = 0
+                k = f"{n['op']}@axis{na}" + ("neg" if a < 0 else "")
+                ops[k] = ops.get(k, 0) + 1
     if spec["loop"] and any("[l]" in i for n in spec["loop"] for i in n["in"]):
         ops["index"] = ops.get("index", 0) + 1
     return ops
@@ -629,14 +884,35 @@ def ce(logits, targets, n):
     return F.cross_entropy(lg, targets.reshape(-1))
 
 
-def split0(x, parts):
-    ys = torch.split(x, x.shape[0] // parts, 0)
-    return [y.squeeze(0) for y in ys] if x.shape[0] == parts else list(ys)
+def splitax(x, parts, axis):
+    # `parts` equal pieces along `axis` (negative: from the end); along the
+    # first axis, an axis as long as `parts` is dropped
+    axis = axis % x.dim()
+    ys = torch.split(x, x.shape[axis] // parts, axis)
+    if axis == 0 and x.shape[0] == parts:
+        return [y.squeeze(0) for y in ys]
+    return list(ys)
+
+
+def rope(x, theta):
+    # Hugging Face's rotate-half rotary embedding over the last axis (hs),
+    # position t = index along the second-to-last axis, angle t * theta^(-2i/hs)
+    T, hs = x.shape[-2], x.shape[-1]
+    inv = 1.0 / (theta ** (torch.arange(0, hs, 2, dtype=torch.float64) / hs))
+    ang = torch.outer(torch.arange(T, dtype=torch.float64), inv)
+    emb = torch.cat([ang, ang], -1)
+    cos, sin = emb.cos().to(x.dtype), emb.sin().to(x.dtype)
+    h = hs // 2
+    rot = torch.cat([-x[..., h:], x[..., :h]], -1)
+    return x * cos + rot * sin
 '''
 
 
-def to_torch(spec):
-    """the forward as Python source: def forward(P, tokens, targets) -> loss"""
+def to_torch(spec, rec=False):
+    """the forward as Python source: def forward(P, tokens, targets) -> loss;
+    rec: every op's output passes through REC(t), and softmax is SOFTMAX(x)
+    (the caller defines both: the bf16 bound of rg.py reads each activation
+    and its gradient, its Monte Carlo arithmetic perturbs them)"""
     L = spec["dims"].get("L", 0)
     out = [TORCH_PRELUDE, "", "def forward(P, tokens, targets):",
            "    B, T = tokens.shape   # B: the rows of this run (B/K with micro-batches)"]
@@ -653,6 +929,10 @@ def to_torch(spec):
     def emit(nodes, ind):
         for n in nodes:
             e = OPS[n["op"]][1](n, [ref(i) for i in n["in"]])
+            if rec and n["op"] == "softmax":   # the caller's softmax (rg.py's MCA models the fused attention)
+                e = f"SOFTMAX({ref(n['in'][0])})"
+            if rec and n["op"] != "alias":
+                e = f"[REC(y) for y in {e}]" if n["op"] == "split" else f"REC({e})"
             if n["op"] == "split":
                 out.append(f"{ind}{', '.join(n['out'])}, = {e}")
             else:
