@@ -11,10 +11,11 @@ gc=$1 graph=$2 cxx=$3 root=$4 hostlib=$5 blas=$6 cblas=$7 dir=$8 steps=${9:-5} p
 tol=${11:-1e-4} flags=${12:-}
 fail() { echo "FAIL: $*"; exit 1; }
 mkdir -p "$dir" && cd "$dir" || exit 1
-rt=$root/runtime
+. "$root/tests/cuda/emu_rt.sh"
+emu_rt "$cxx" "$root" "$cblas" || fail "emulator build of the runtime"
 "$gc" "$graph" --config tiny --target cuda --precision "$prec" $flags --emit cuda -o train.cu || fail "gcompile --emit cuda"
-"$cxx" -std=c++17 -O2 -w -I"$root/tests/cuda/shim" -I"$rt" -I"$rt/cuda" -I"$cblas" \
-    -x c++ train.cu "$rt/cuda/kernels_cuda.cu" "$rt/cuda/device_cuda.cu" -x none \
+# shellcheck disable=SC2086
+"$cxx" -std=c++17 -O2 -w $EMU_INC -x c++ train.cu -x none $EMU_OBJS \
     "$hostlib" "$blas" -ljansson -fopenmp -lm ${GCOMPILE_CFLAGS:-} -o train_emu || fail "emulator build of the emitted train.cu"
 "$gc" "$graph" --config tiny --target cpu $flags -o train_cpu || fail "gcompile --target cpu"
 ./train_cpu --steps "$steps" --seed 1 --log cpu.jsonl >cpu.out 2>&1 || fail "train_cpu: $(cat cpu.out)"

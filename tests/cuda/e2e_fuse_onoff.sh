@@ -41,10 +41,9 @@ classifier) fn=gc_classifier ;;
 bgrad) fn=gc_matmul_dgelu_bgrad ;;
 *) fail "unknown fusion kind $kind" ;;
 esac
-inc="-I$root/tests/cuda/shim -I$rt -I$rt/cuda -I$cblas"
-for f in kernels_cuda device_cuda; do   # the runtime once, for every program
-    "$cxx" -std=c++17 -O2 -w $inc -x c++ -c "$rt/cuda/$f.cu" ${GCOMPILE_CFLAGS:-} -o $f.o || fail "emulator build of $f.cu"
-done
+. "$root/tests/cuda/emu_rt.sh"
+emu_rt "$cxx" "$root" "$cblas" || fail "emulator build of the runtime"
+inc=$EMU_INC
 for prec in $precs; do
     for v in on off; do
         nf=
@@ -54,7 +53,7 @@ for prec in $precs; do
         n=$(grep -c "$fn" $prec.$v.cu)
         if [ $v = on ]; then [ "$n" -gt 0 ] || fail "no $fn in the fused program"
         else [ "$n" -eq 0 ] || fail "$fn in the program compiled with --no-fuse=$kind"; fi
-        "$cxx" -std=c++17 -O2 -w $inc -x c++ $prec.$v.cu -x none kernels_cuda.o device_cuda.o \
+        "$cxx" -std=c++17 -O2 -w $inc -x c++ $prec.$v.cu -x none $EMU_OBJS \
             "$hostlib" "$blas" -ljansson -fopenmp -lm ${GCOMPILE_CFLAGS:-} -o $prec.$v || fail "emulator build ($prec $v)"
         ./$prec.$v --steps "$steps" --seed 1 --log $prec.$v.jsonl >$prec.$v.out 2>&1 || fail "$prec $v: $(cat $prec.$v.out)"
         sed -n 's/.*"loss":\([^,}]*\).*/\1/p' $prec.$v.jsonl >$v.loss

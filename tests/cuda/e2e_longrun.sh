@@ -10,10 +10,11 @@ set -u
 gc=$1 graph=$2 cxx=$3 root=$4 hostlib=$5 blas=$6 cblas=$7 dir=$8
 fail() { echo "FAIL: $*"; exit 1; }
 rm -rf "$dir" && mkdir -p "$dir" && cd "$dir" || exit 1
-rt=$root/runtime
+. "$root/tests/cuda/emu_rt.sh"
+emu_rt "$cxx" "$root" "$cblas" || fail "emulator build of the runtime"
 "$gc" "$graph" --config tiny --target cuda --schedule plain --emit cuda -o train.cu || fail "gcompile --emit cuda"
-"$cxx" -std=c++17 -O2 -w -I"$root/tests/cuda/shim" -I"$rt" -I"$rt/cuda" -I"$cblas" \
-    -x c++ train.cu "$rt/cuda/kernels_cuda.cu" "$rt/cuda/device_cuda.cu" -x none \
+"$cxx" -std=c++17 -O2 -w $EMU_INC \
+    -x c++ train.cu -x none $EMU_OBJS \
     "$hostlib" "$blas" -ljansson -fopenmp -lm ${GCOMPILE_CFLAGS:-} -o train_emu || fail "emulator build of the emitted train.cu"
 "$gc" "$graph" --config tiny --target cpu --schedule plain -o train_cpu || fail "gcompile --target cpu"
 flags="--seed 1 --lr 1e-3 --warmup 2 --lr-schedule cosine --lr-final-frac 0.1 --grad-clip 0.5"
@@ -33,8 +34,8 @@ paste cpu.txt emu.txt | awk '
 # the fused-opt program (updates inside the backward) clips with a norm pass (gc_update_apply: nothing
 # in the first pass, the gradients scaled in the second): the same comparison with the plain CPU program
 "$gc" "$graph" --config tiny --target cuda --emit cuda -o fused.cu || fail "gcompile --emit cuda (fused-opt)"
-"$cxx" -std=c++17 -O2 -w -I"$root/tests/cuda/shim" -I"$rt" -I"$rt/cuda" -I"$cblas" \
-    -x c++ fused.cu "$rt/cuda/kernels_cuda.cu" "$rt/cuda/device_cuda.cu" -x none \
+"$cxx" -std=c++17 -O2 -w $EMU_INC \
+    -x c++ fused.cu -x none $EMU_OBJS \
     "$hostlib" "$blas" -ljansson -fopenmp -lm ${GCOMPILE_CFLAGS:-} -o fused_emu || fail "emulator build of the fused-opt program"
 ./fused_emu --steps 4 $flags --log fused.jsonl >fused.out 2>&1 || fail "fused_emu: $(cat fused.out)"
 fields fused.jsonl >fused.txt

@@ -26,10 +26,11 @@ dims="--config tiny -D B=2 -D T=16"
 
 if [ "$check" = build ]; then
     rm -rf "$bin" && mkdir -p "$bin" && cd "$bin" || exit 1
-    rt=$root/runtime
+    . "$root/tests/cuda/emu_rt.sh"
+    emu_rt "$cxx" "$root" "$cblas" || fail "emulator build of the runtime"
     "$gc" "$graph" $dims --target cuda --emit cuda -o train.cu || fail "gcompile --emit cuda"
-    "$cxx" -std=c++17 -O2 -w -I"$root/tests/cuda/shim" -I"$rt" -I"$rt/cuda" -I"$cblas" \
-        -x c++ train.cu "$rt/cuda/kernels_cuda.cu" "$rt/cuda/device_cuda.cu" -x none \
+    "$cxx" -std=c++17 -O2 -w $EMU_INC \
+        -x c++ train.cu -x none $EMU_OBJS \
         "$hostlib" "$blas" -ljansson -fopenmp -lm ${GCOMPILE_CFLAGS:-} -o t || fail "emulator build of the emitted train.cu"
     echo "ok: built $bin/t"
     exit 0

@@ -15,14 +15,13 @@ tol=$1 flags=${2:-}
 fail() { echo "FAIL: $*"; exit 1; }
 mkdir -p "$dir" && cd "$dir" || exit 1
 rt=$root/runtime
-inc="-I$root/tests/cuda/shim -I$rt -I$rt/cuda -I$cblas"
-for f in kernels_cuda device_cuda; do
-    "$cxx" -std=c++17 -O2 -w $inc -x c++ -c "$rt/cuda/$f.cu" ${GCOMPILE_CFLAGS:-} -o $f.o || fail "emulator build of $f.cu"
-done
+. "$root/tests/cuda/emu_rt.sh"
+emu_rt "$cxx" "$root" "$cblas" || fail "emulator build of the runtime"
+inc=$EMU_INC
 for k in 1 2 4; do
     "$gc" "$graph" --config tiny --target cuda $flags --micro-batches $k --emit cuda -o k$k.cu ||
         fail "gcompile --micro-batches $k"
-    "$cxx" -std=c++17 -O2 -w $inc -x c++ k$k.cu -x none kernels_cuda.o device_cuda.o \
+    "$cxx" -std=c++17 -O2 -w $inc -x c++ k$k.cu -x none $EMU_OBJS \
         "$hostlib" "$blas" -ljansson -fopenmp -lm ${GCOMPILE_CFLAGS:-} -o k$k || fail "emulator build (K=$k)"
     ./k$k --steps "$steps" --seed 1 --log k$k.jsonl >k$k.out 2>&1 || fail "K=$k: $(cat k$k.out)"
     sed -n 's/.*"loss":\([^,}]*\).*/\1/p' k$k.jsonl >k$k.txt

@@ -10,19 +10,17 @@ gc=$1 graph=$2 cxx=$3 root=$4 hostlib=$5 blas=$6 cblas=$7 dir=$8 prec=$9 flags=$
 fail() { echo "FAIL: $*"; exit 1; }
 mkdir -p "$dir" && cd "$dir" || exit 1
 rt=$root/runtime
-inc="-I$root/tests/cuda/shim -I$rt -I$rt/cuda -I$cblas"
-# the runtime once (the slow part), then the two programs
-# shellcheck disable=SC2086
-"$cxx" -std=c++17 -O2 -w $inc -x c++ -c "$rt/cuda/kernels_cuda.cu" -o kernels.o ${GCOMPILE_CFLAGS:-} &&
-    "$cxx" -std=c++17 -O2 -w $inc -x c++ -c "$rt/cuda/device_cuda.cu" -o device.o ${GCOMPILE_CFLAGS:-} ||
-    fail "emulator build of the runtime"
+. "$root/tests/cuda/emu_rt.sh"
+# the runtime (built once by the build, or here), then the two programs
+emu_rt "$cxx" "$root" "$cblas" || fail "emulator build of the runtime"
+inc=$EMU_INC
 for o in none offload; do
     f="$flags --offload none"   # the last --offload wins: the same levers, nothing offloaded
     [ $o = offload ] && f="$flags"
     # shellcheck disable=SC2086
     "$gc" "$graph" --config tiny --target cuda --precision "$prec" $f --emit cuda -o $o.cu || fail "gcompile $f"
     # shellcheck disable=SC2086
-    "$cxx" -std=c++17 -O2 -w $inc -x c++ $o.cu -x none kernels.o device.o "$hostlib" "$blas" -ljansson -fopenmp -lm \
+    "$cxx" -std=c++17 -O2 -w $inc -x c++ $o.cu -x none $EMU_OBJS "$hostlib" "$blas" -ljansson -fopenmp -lm \
         ${GCOMPILE_CFLAGS:-} -o train_$o || fail "emulator build of $o.cu"
     ./train_$o --steps 4 --seed 1 --log $o.jsonl >$o.out 2>&1 || { cat $o.out; fail "train_$o"; }
     sed -n 's/.*"loss":\([^,}]*\).*"grad_norm":\([^,}]*\).*/\1 \2/p' $o.jsonl >$o.txt
