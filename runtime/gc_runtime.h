@@ -272,6 +272,10 @@ typedef struct gc_comm {
      * rank with an error naming the ranks that are gone or stopped (0: off);
      * NULL where not implemented (NCCL) */
     void (*watch)(double timeout_s);
+    /* after gc_device_init has chosen the device: makes what the collectives
+     * need on it (NCCL: every group's communicator, so that the first step
+     * does not pay for ncclCommInitRank); NULL where there is nothing to make */
+    void (*ready)(void);
 } gc_comm;
 extern const gc_comm gc_comm_group;
 /* ---------------------------------------------------------------- attention_cpu.c / attention_cuda.cu */

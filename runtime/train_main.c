@@ -574,6 +574,8 @@ static int run_program(gcrt_run *st)
     set_threads(st->o.threads);
     if (gc_device_init(err, sizeof err) != 0)
         return gcrt_errorf("%s", *err ? err : "device initialisation failed");
+    if (p->comm && p->comm->ready)   /* NCCL's communicators, before the first step */
+        p->comm->ready();
     gcrt_print_header(p);
     fflush(stdout);   /* the header shows while the parameters are prepared */
     if (check_fits(p) || gcrt_data_open(st) || (st->o.ckpt_dir && gcrt_ckpt_dir_open(st)) ||

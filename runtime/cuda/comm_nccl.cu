@@ -2,8 +2,9 @@
  * split over ranks (gcompile --target cuda --gpus N > 1): NCCL on gc_stream,
  * bootstrapped through MPI. One GPU per rank: the rank's index among the
  * ranks of its node picks the device (GC_CUDA_DEVICE, read by
- * gc_device_init). The NCCL communicator is made at the first collective,
- * after gc_device_init has chosen the device: rank 0 makes the
+ * gc_device_init). The NCCL communicators are made by comm_ready, which
+ * gc_main calls after gc_device_init has chosen the device (before the
+ * first step, so that no step pays for them): rank 0 makes the
  * ncclUniqueId, MPI broadcasts it. Under tensor parallel each group
  * (gc_runtime.h, GC_GROUP_*) gets its own communicator the same way, over
  * the MPI communicator of the group. Only split programs link this file. */
@@ -159,5 +160,18 @@ static void comm_abort(int status)
     MPI_Abort(MPI_COMM_WORLD, status);
 }
 
+/* every group's communicator, in the same order on every rank (each
+ * ncclCommInitRank is collective over its group) */
+static void comm_ready(void)
+{
+    int n = 0;
+    for (int i = 0; i < GC_NGROUPS; i++)
+        if (g_mpi[i] != MPI_COMM_NULL)
+            n += comm(i) != NULL;
+    if (getenv("GC_NCCL_TRACE"))   /* tests/split/bf16_emu.sh: made before the first step */
+        printf("nccl: %d communicator%s ready\n", n, n == 1 ? "" : "s");
+}
+
 extern "C" const gc_comm gc_comm_group = {comm_init, comm_finalize, comm_sum_doubles, comm_abort,
-                                           comm_allgather_floats, comm_make_groups, NULL};   /* no watchdog yet */
+                                           comm_allgather_floats, comm_make_groups, NULL,   /* no watchdog yet */
+                                           comm_ready};

@@ -312,4 +312,4 @@ static void comm_abort(int status)
 }
 
 const gc_comm gc_comm_group = {comm_init, comm_finalize, comm_sum_doubles, comm_abort, comm_allgather_floats,
-                               comm_make_groups, comm_watch};
+                               comm_make_groups, comm_watch, NULL};

@@ -146,6 +146,11 @@ tp)
     run one 1
     run tp 2
     within tp one f32 || fail "tp=2 is off one process by more than the bound"
+    # NCCL's communicators (all, tp, dp) are made before the first step, not inside it (issue 24)
+    $MPIRUN -x GC_NCCL_TRACE=1 -np 2 ./tp.emu --steps 1 --seed 1 >trace.out 2>&1 || { cat trace.out; fail "tp trace run"; }
+    awk '/^nccl: 3 communicators ready/ && !s { r++ } /^step / { s = 1 } END { exit r < 1 }' trace.out ||
+        { cat trace.out; fail "the NCCL communicators were not made before the first step"; }
+    echo "NCCL: 3 communicators made before the first step (rank 0 prints)"
     emu tpp $gpt2 -D B=4 --gpus 2 --split tp=2 --poison
     run tpp 2
     same tpp tp
