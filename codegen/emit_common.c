@@ -864,12 +864,6 @@ void emit_program_struct(FILE *f, const Graph *g, const EmitOptions *opt)
         fprintf(f, "    .nshards = (int)(sizeof SHARDS / sizeof SHARDS[0]),\n    .shards = SHARDS,\n");
     fprintf(f, "    .state_hash = 0x%016llxull,\n", (unsigned long long)state_hash(g, opt));
     fprintf(f, "    .micro_batches = %d,\n", g->micro_batches > 1 ? g->micro_batches : 1);
-    if (g->copy_slots)   /* host offload (passes/offload.c) */
-        fprintf(f, "    .copy_slots = %d,\n", g->copy_slots);
-    if (optstate_host_bytes(g))
-        fprintf(f, "    .optstate_host_bytes = %zuu,\n", optstate_host_bytes(g));
-    if (g->nparams && g->t[g->params[0]].region == RG_HOST)   /* bf16 offload: the masters on the host */
-        fprintf(f, "    .masters_host_off = %zuu,\n", g->t[g->params[0]].offset);
     if (opt->device_peak_flops > 0)   /* gcompile --device: MFU's default peak */
         fprintf(f, "    .peak_flops = %.6e,\n    .peak_device = \"%s\",\n", opt->device_peak_flops, opt->device);
     if (nupd_grads)
@@ -878,6 +872,13 @@ void emit_program_struct(FILE *f, const Graph *g, const EmitOptions *opt)
         fprintf(f, "    .optstate_sharded = 1,\n");
     if (g->tp)
         fprintf(f, "    .tp = %d,\n", g->tp);
+    /* (in gc_program's order: C++, the CUDA target, wants designators in declaration order) */
+    if (g->copy_slots)   /* host offload (passes/offload.c) */
+        fprintf(f, "    .copy_slots = %d,\n", g->copy_slots);
+    if (optstate_host_bytes(g))
+        fprintf(f, "    .optstate_host_bytes = %zuu,\n", optstate_host_bytes(g));
+    if (g->nparams && g->t[g->params[0]].region == RG_HOST)   /* bf16 offload: the masters on the host */
+        fprintf(f, "    .masters_host_off = %zuu,\n", g->t[g->params[0]].offset);
     fprintf(f, "};\n");
 }
 

@@ -257,9 +257,11 @@ auto)   # --offload auto (the default under --mem): the search weighs offload wi
     grep -q 'stroke="#2ca02c"' sweep.svg || fail "sweep.svg: no offload marker"
     ;;
 refuse) # what is not built says so, with one line
-    "$gc" "$graph" --config tiny --target cuda --precision bf16 --gpus 2 --offload opt --emit plan-text >/dev/null 2>err.txt &&
-        fail "bf16 offload under --gpus 2 accepted"
-    grep -q 'not implemented yet' err.txt || { cat err.txt; fail "bf16 --gpus 2: $(cat err.txt)"; }
+    for s in zero1 zero3 tp=2; do   # bf16 offload splits by dp only (split.bf16_emu_offload runs dp)
+        "$gc" "$graph" --config tiny --target cuda --precision bf16 --gpus 2 --split $s --offload opt --emit plan-text \
+            >/dev/null 2>err.txt && fail "bf16 offload under --gpus 2 --split $s accepted"
+        grep -q 'implemented for --split dp only' err.txt || { cat err.txt; fail "bf16 --gpus 2 --split $s: $(cat err.txt)"; }
+    done
     # bf16 on one device: the masters on the host, the device their bf16 copies (2 bytes per parameter)
     "$gc" "$graph" --config tiny --target cuda --precision bf16 --offload opt --emit plan -o bf16.json || fail "bf16 offload"
     python3 - bf16.json <<'EOF' || fail "bf16 offload plan"

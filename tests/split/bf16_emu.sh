@@ -17,6 +17,8 @@
 #   tpzero tp=2+zero1 and tp=2+zero2 (4 ranks) against tp=2+dp: the same losses
 #          to the bit, the same --save bytes
 #   llama  models/llama.graph (GQA, SwiGLU, RoPE; cut by tp into its heads): zero3 and tp=2
+#   offload host offload of the optimizer over 2 ranks (issue 23): bf16 by dp and
+#          fp32 by zero3, each the same losses to the bit as without offload
 #
 # The bound for a split bf16 program against one process (dp, tp, llama):
 # two bf16 programs that do the same step with roundings in other places
@@ -183,6 +185,23 @@ llama)
     run tp 2
     within zero3 one f32 || fail "Llama zero3 is off one process by more than the bound"
     within tp one f32 || fail "Llama tp=2 is off one process by more than the bound"
+    ;;
+offload)
+    STEPS=4
+    emu dp $gpt2 -D B=4 --gpus 2 --split dp --offload none
+    emu dpo $gpt2 -D B=4 --gpus 2 --split dp --offload opt
+    grep -q 'gc_host_update(' dpo.cu || fail "dpo.cu has no host update"
+    run dp 2
+    run dpo 2
+    same dpo dp
+    # fp32 zero3: each rank offloads its shard of the moments (its emitted gc_program once listed the
+    # offload fields out of declaration order, which C++ refuses)
+    emu z3 $gpt2 -D B=4 --gpus 2 --split zero3 --precision fp32 --offload none
+    emu z3o $gpt2 -D B=4 --gpus 2 --split zero3 --precision fp32 --offload opt
+    grep -q 'gc_host_update(' z3o.cu || fail "z3o.cu has no host update"
+    run z3 2
+    run z3o 2
+    same z3o z3
     ;;
 *) fail "unknown check $check" ;;
 esac
