@@ -2,6 +2,7 @@
  * directory, compile and link it with the runtime, and move the result to
  * its place atomically. */
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -11,7 +12,7 @@
 
 #include "driver.h"
 
-int driver_run(char **argv, int verbose)
+int driver_run(char **argv, const char *err, int verbose)
 {
     if (verbose) {
         fputs("gcompile: run:", stderr);
@@ -24,6 +25,9 @@ int driver_run(char **argv, int verbose)
     if (pid < 0)
         return -1;
     if (pid == 0) {
+        int fd = err ? open(err, O_WRONLY | O_CREAT | O_TRUNC, 0644) : -1;
+        if (fd >= 0)
+            dup2(fd, 2);
         execvp(argv[0], argv);
         fprintf(stderr, "gcompile: error: cannot run '%s': %s%s\n", argv[0], strerror(errno),
                 strstr(argv[0], "nvcc") ? " (the CUDA target needs the CUDA toolkit; --target cpu builds for the CPU)"
@@ -89,7 +93,7 @@ static int build_cpu(const Graph *g, const char *src, const char *exe, const Dri
         if (i != 4 || split)    /* the runtime once, after the comm file when split */
             argv[n++] = (char *)rest[i];
     argv[n] = NULL;
-    int rc = driver_run(argv, o->verbose);
+    int rc = driver_run(argv, NULL, o->verbose);
     free(inc);
     free(cbl);
     free(cc);
@@ -207,7 +211,7 @@ static int build_cuda(const Graph *g, const char *src, const char *exe, const Dr
     argv[n++] = "-lm";
     argv[n] = NULL;
 #undef KEEP
-    rc = driver_run(argv, o->verbose);
+    rc = driver_run(argv, NULL, o->verbose);
 out:
     if (cached)
         nvcache_close(&cache);

@@ -140,8 +140,9 @@ RecomputeChoice driver_rc_choice(char letter);
 /* ---------------------------------------------------------------- build.c */
 /* Emits the program, compiles and links it to o->output (default "train"). */
 int driver_build(const Graph *g, const DriverOptions *o);
-/* Runs argv (NULL-terminated), printing it under verbose; its exit status or -1. */
-int driver_run(char **argv, int verbose);
+/* Runs argv (NULL-terminated), printing it under verbose, its stderr into
+ * the file err (NULL: gcompile's); its exit status or -1. */
+int driver_run(char **argv, const char *err, int verbose);
 
 /* ---------------------------------------------------------------- nvcache.c */
 /* The cache of the CUDA runtime's objects: one `nvcc -c` per runtime source

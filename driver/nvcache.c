@@ -196,11 +196,28 @@ static int lock_file(const char *path)
     return fd;
 }
 
-/* nvcc -c src -o tmp/stem.o in a fresh directory of the cache, synced and
- * renamed onto obj. 0, 1 when nvcc failed, -1 when the cache cannot be written. */
-static int compile_into(const NvCache *c, char **flags, const char *src, const char *stem, const char *obj)
+/* Copies the file path to stderr; 1 when it held anything. */
+static int replay(const char *path)
 {
-    char *tmp = xasprintf("%s/tmp.%s.XXXXXX", c->dir, strrchr(obj, '/') + 1);
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return 0;
+    char buf[4096];
+    size_t n, any = 0;
+    while ((n = fread(buf, 1, sizeof buf, f)) > 0)
+        any += fwrite(buf, 1, n, stderr);
+    fclose(f);
+    return any > 0;
+}
+
+/* nvcc -c src -o tmp/stem.o in a fresh directory of the cache, its stderr
+ * shown and kept as name.err (replayed on every hit, as ccache does: nvcc's
+ * warnings stay visible), the object synced and renamed onto name.o (after
+ * the .err, so a hit finds both). 0, 1 when nvcc failed, -1 when the cache
+ * cannot be written. */
+static int compile_into(const NvCache *c, char **flags, const char *src, const char *stem, const char *name)
+{
+    char *tmp = xasprintf("%s.tmp.XXXXXX", name);
     if (!mkdtemp(tmp)) {
         if (c->verbose)
             fprintf(stderr, "gcompile: cache: cannot write in '%s': %s; building without the cache\n", c->dir,
@@ -208,7 +225,8 @@ static int compile_into(const NvCache *c, char **flags, const char *src, const c
         free(tmp);
         return -1;
     }
-    char *out = xasprintf("%s/%s.o", tmp, stem);
+    char *out = xasprintf("%s/%s.o", tmp, stem), *err = xasprintf("%s/%s.err", tmp, stem);
+    char *obj = xasprintf("%s.o", name), *kept = xasprintf("%s.err", name);
     int n = 0;
     while (flags[n])
         n++;
@@ -219,20 +237,29 @@ static int compile_into(const NvCache *c, char **flags, const char *src, const c
     argv[n + 2] = "-o";
     argv[n + 3] = out;
     argv[n + 4] = NULL;
-    int rc = driver_run(argv, c->verbose) != 0 ? 1 : 0;
-    int fd = rc ? -1 : open(out, O_RDONLY);
-    if (!rc && (fd < 0 || fsync(fd) != 0 || rename(out, obj) != 0)) {
-        if (c->verbose)
-            fprintf(stderr, "gcompile: cache: cannot write '%s': %s; building without the cache\n", obj,
-                    strerror(errno));
-        rc = -1;
+    int rc = driver_run(argv, err, c->verbose) != 0 ? 1 : 0;
+    int said = replay(err);
+    if (rc == 0) {
+        int fd = open(out, O_RDONLY);
+        if (!said)
+            unlink(kept);   /* a stale one, its object deleted since */
+        if (fd < 0 || fsync(fd) != 0 || (said && rename(err, kept) != 0) || rename(out, obj) != 0) {
+            if (c->verbose)
+                fprintf(stderr, "gcompile: cache: cannot write '%s': %s; building without the cache\n", obj,
+                        strerror(errno));
+            rc = -1;
+        }
+        if (fd >= 0)
+            close(fd);
     }
-    if (fd >= 0)
-        close(fd);
     unlink(out);
+    unlink(err);
     rmdir(tmp);
     free(argv);
     free(out);
+    free(err);
+    free(obj);
+    free(kept);
     free(tmp);
     return rc;
 }
@@ -248,13 +275,16 @@ int nvcache_object(const NvCache *c, char **flags, const char *src, char **obj)
     char *dot = strrchr(stem, '.');
     if (dot)
         *dot = 0;
-    *obj = xasprintf("%s/%s-%016llx.o", c->dir, stem, (unsigned long long)h);
+    char *name = xasprintf("%s/%s-%016llx", c->dir, stem, (unsigned long long)h);   /* + .o, .err, .lock */
+    char *lock = xasprintf("%s.lock", name), *kept = xasprintf("%s.err", name);
+    *obj = xasprintf("%s.o", name);
     int rc = 0, hit = is_object(*obj), fd = -1;
-    char *lock = xasprintf("%s.lock", *obj);
     if (!hit && (fd = lock_file(lock)) >= 0)
         hit = is_object(*obj);   /* compiled by the holder we waited for */
-    if (!hit)
-        rc = compile_into(c, flags, src, stem, *obj);
+    if (hit)
+        replay(kept);
+    else
+        rc = compile_into(c, flags, src, stem, name);
     if (fd >= 0) {
         unlink(lock);   /* after the rename: a later process finds the object first */
         close(fd);
@@ -265,7 +295,9 @@ int nvcache_object(const NvCache *c, char **flags, const char *src, char **obj)
         free(*obj);
         *obj = NULL;
     }
+    free(name);
     free(lock);
+    free(kept);
     free(stem);
     return rc;
 }

@@ -11,7 +11,8 @@
 #   directory untouched and compile the sources with the program; a cache that
 #   cannot be created builds without it; XDG_CACHE_HOME and HOME are the
 #   fallbacks; two builds racing on one miss both succeed, no temporary left;
-#   a split program's comm_nccl.cu has its own object with MPI's flags.
+#   a split program's comm_nccl.cu has its own object with MPI's flags;
+#   nvcc's messages on a miss are shown again on each hit.
 # usage: cache.sh GCOMPILE GRAPH WORKDIR
 # exit 77 (skipped) without nvcc.
 set -u
@@ -52,7 +53,7 @@ case " $* " in *" --version "*) echo "stand-in nvcc ${FAKE_VERSION:-1}"; exit 0 
 out= prev=
 for a; do [ "$prev" = -o ] && out=$a; prev=$a; done
 case " $* " in
-*" -c "*) sleep "${FAKE_SLEEP:-0}"; echo "object: $*" >"$out" ;;
+*" -c "*) sleep "${FAKE_SLEEP:-0}"; echo "object: $*" >"$out"; [ -z "${FAKE_WARN:-}" ] || echo "$FAKE_WARN" >&2 ;;
 *) printf '#!/bin/sh\n' >"$out" && chmod +x "$out" ;;
 esac
 EOF
@@ -103,6 +104,15 @@ if command -v mpicc >/dev/null 2>&1; then   # split: comm_nccl.cu with MPI's inc
     grep -q "^gcompile: run: .* -I[^ ]*mpi[^ ]* -c [^ ]*/comm_nccl.cu " f9.txt || fail "comm_nccl.cu without MPI's flags"
     [ "$(grep -c ': hit ' f9.txt)" -eq 2 ] || fail "a split program's kernels_cuda and device_cuda objects missed"
 fi
+
+# ---- nvcc's messages on a miss are kept and shown again on every hit (build.sh's zero-warning check)
+for i in 1 2; do
+    (FAKE_WARN="stand-in warning" build "$dir/warn" w$i --gpu-arch sm_90) || exit 1
+    [ "$(grep -c '^stand-in warning$' w$i.txt)" -eq 2 ] || { cat w$i.txt; fail "build $i: not one warning per object"; }
+done
+grep -q ': hit ' w2.txt || fail "the second build with warnings missed"
+(build "$dir/warn" w3 --gpu-arch sm_80) || exit 1
+grep -q 'stand-in warning' w3.txt && fail "a warning shown for objects compiled without one"
 
 # ---- off, "" and a cache that cannot be created: the sources compiled with the program
 for off in off ""; do
