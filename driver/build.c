@@ -2,6 +2,7 @@
  * directory, compile and link it with the runtime, and move the result to
  * its place atomically. */
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -11,8 +12,7 @@
 
 #include "driver.h"
 
-/* Runs argv (NULL-terminated); returns its exit status or -1. */
-static int run_command(char **argv, int verbose)
+int driver_run(char **argv, const char *err, int verbose)
 {
     if (verbose) {
         fputs("gcompile: run:", stderr);
@@ -25,6 +25,9 @@ static int run_command(char **argv, int verbose)
     if (pid < 0)
         return -1;
     if (pid == 0) {
+        int fd = err ? open(err, O_WRONLY | O_CREAT | O_TRUNC, 0644) : -1;
+        if (fd >= 0)
+            dup2(fd, 2);
         execvp(argv[0], argv);
         fprintf(stderr, "gcompile: error: cannot run '%s': %s%s\n", argv[0], strerror(errno),
                 strstr(argv[0], "nvcc") ? " (the CUDA target needs the CUDA toolkit; --target cpu builds for the CPU)"
@@ -90,7 +93,7 @@ static int build_cpu(const Graph *g, const char *src, const char *exe, const Dri
         if (i != 4 || split)    /* the runtime once, after the comm file when split */
             argv[n++] = (char *)rest[i];
     argv[n] = NULL;
-    int rc = run_command(argv, o->verbose);
+    int rc = driver_run(argv, NULL, o->verbose);
     free(inc);
     free(cbl);
     free(cc);
@@ -107,35 +110,57 @@ static const char *runtime_host_lib(void)
 }
 
 /* The -I, -L and -l words of `MPICC --showme:WHAT` (Open MPI's wrapper
- * flags), appended to argv[*n..max) and to keep (freed by the caller). */
+ * flags), appended to argv[*n..max) and to keep (freed by the caller); -1
+ * after an error message. */
 static int mpi_flags(const char *mpicc, const char *what, char **argv, int *n, int max, char **keep, int *nkeep)
 {
     char *cmd = xasprintf("%s --showme:%s 2>/dev/null", mpicc, what);
     FILE *p = popen(cmd, "r");
     free(cmd);
-    if (!p)
-        return -1;
     char line[4096] = "";
-    int got = fgets(line, sizeof line, p) != NULL;
-    int rc = pclose(p);
-    if (!got || rc != 0)
+    int got = p && fgets(line, sizeof line, p) != NULL;
+    int rc = p ? pclose(p) : -1;
+    if (!got || rc != 0) {
+        fprintf(stderr, "gcompile: error: '%s --showme' did not give MPI's flags (a split CUDA program needs "
+                        "MPI and NCCL; --mpicc names the MPI wrapper)\n", mpicc);
         return -1;
-    for (char *w = strtok(line, " \t\n"); w && *n < max && *nkeep < 28; w = strtok(NULL, " \t\n"))
+    }
+    for (char *w = strtok(line, " \t\n"); w && *n < max && *nkeep < 40; w = strtok(NULL, " \t\n"))
         if (!strncmp(w, "-I", 2) || !strncmp(w, "-L", 2) || !strncmp(w, "-l", 2))
             argv[(*n)++] = keep[(*nkeep)++] = xstrdup(w);
     return 0;
 }
 
+/* The runtime's objects (nvcache.c) with the flags so far (argv[0..n)):
+ * rt[i] becomes the object of source rt[i]. 0; 1 when nvcc failed; -1 when
+ * the cache cannot be written (the sources left are compiled with the program). */
+static int cached_objects(const NvCache *c, char **argv, int n, char **rt, int nrt, char **tofree, int *nfree)
+{
+    argv[n] = NULL;   /* overwritten by the caller's next flag */
+    int rc = 0;
+    for (int i = 0; i < nrt && rc == 0; i++) {
+        char *obj;
+        rc = nvcache_object(c, argv, rt[i], &obj);
+        if (rc == 0)
+            rt[i] = tofree[(*nfree)++] = obj;
+    }
+    return rc;
+}
+
 /* nvcc for every architecture of --gpu-arch (SASS), plus PTX of the last one
  * so that a newer GPU JIT-compiles it instead of failing with "no kernel
  * image"; nvcc's warnings are shown (tests/cudabuild keeps them at zero).
- * Split programs add NCCL and MPI (flags from the MPI wrapper compiler). */
+ * The runtime's sources are compiled once each into the cache (nvcache.c)
+ * and linked as objects (no cross-file device code: no -rdc); without the
+ * cache they are compiled with the program, in the same nvcc command.
+ * Split programs add NCCL and MPI (flags from the MPI wrapper compiler):
+ * comm_nccl.cu is compiled with MPI's include flags. */
 static int build_cuda(const Graph *g, const char *src, const char *exe, const DriverOptions *o)
 {
-    char *argv[64];
+    char *argv[80];
     int n = 0;
-    char *tofree[32];
-    int nfree = 0;
+    char *tofree[48];
+    int nfree = 0, rc = 1;
 #define KEEP(s) (tofree[nfree++] = (s))
     argv[n++] = KEEP(xstrdup(o->nvcc));
     argv[n++] = "-O3";
@@ -143,7 +168,7 @@ static int build_cuda(const Graph *g, const char *src, const char *exe, const Dr
     char *arch = xstrdup(o->gpu_arch);
     KEEP(arch);
     const char *last = NULL;
-    for (char *a = strtok(arch, ","); a && n < 40 && nfree < 28; a = strtok(NULL, ",")) {
+    for (char *a = strtok(arch, ","); a && n < 40 && nfree < 16; a = strtok(NULL, ",")) {
         argv[n++] = "-gencode";
         argv[n++] = KEEP(xasprintf("arch=compute_%s,code=%s", a + 3, a));
         last = a;
@@ -154,21 +179,27 @@ static int build_cuda(const Graph *g, const char *src, const char *exe, const Dr
     }
     argv[n++] = KEEP(xasprintf("-I%s", runtime_dir()));
     argv[n++] = KEEP(xasprintf("-I%s/cuda", runtime_dir()));
+    int split = g->nranks > 1;
+    char *rt[3];
+    const char *names[] = {"kernels_cuda", "device_cuda", "comm_nccl"};
+    for (int i = 0; i < 2 + split; i++)
+        rt[i] = KEEP(xasprintf("%s/cuda/%s.cu", runtime_dir(), names[i]));
+    NvCache cache;
+    int cached = nvcache_open(&cache, o->nvcc, runtime_dir(), o->verbose) == 0, got = 0;
+    if (cached && (got = cached_objects(&cache, argv, n, rt, 2, tofree, &nfree)) > 0)
+        goto out;
+    if (split && mpi_flags(o->mpicc, "compile", argv, &n, 50, tofree, &nfree))
+        goto out;
+    if (split && cached && got == 0 && cached_objects(&cache, argv, n, rt + 2, 1, tofree, &nfree) > 0)
+        goto out;
     argv[n++] = "-o";
     argv[n++] = (char *)exe;
     argv[n++] = (char *)src;
-    argv[n++] = KEEP(xasprintf("%s/cuda/kernels_cuda.cu", runtime_dir()));
-    argv[n++] = KEEP(xasprintf("%s/cuda/device_cuda.cu", runtime_dir()));
-    if (g->nranks > 1) {
-        argv[n++] = KEEP(xasprintf("%s/cuda/comm_nccl.cu", runtime_dir()));
-        if (mpi_flags(o->mpicc, "compile", argv, &n, 50, tofree, &nfree) ||
-            mpi_flags(o->mpicc, "link", argv, &n, 50, tofree, &nfree)) {
-            fprintf(stderr, "gcompile: error: '%s --showme' did not give MPI's flags (a split CUDA program needs "
-                            "MPI and NCCL; --mpicc names the MPI wrapper)\n", o->mpicc);
-            for (int i = 0; i < nfree; i++)
-                free(tofree[i]);
-            return 1;
-        }
+    for (int i = 0; i < 2 + split; i++)
+        argv[n++] = rt[i];
+    if (split) {
+        if (mpi_flags(o->mpicc, "link", argv, &n, 60, tofree, &nfree))
+            goto out;
         argv[n++] = "-lnccl";
     }
     argv[n++] = (char *)runtime_host_lib();
@@ -180,7 +211,10 @@ static int build_cuda(const Graph *g, const char *src, const char *exe, const Dr
     argv[n++] = "-lm";
     argv[n] = NULL;
 #undef KEEP
-    int rc = run_command(argv, o->verbose);
+    rc = driver_run(argv, NULL, o->verbose);
+out:
+    if (cached)
+        nvcache_close(&cache);
     for (int i = 0; i < nfree; i++)
         free(tofree[i]);
     return rc;

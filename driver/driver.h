@@ -2,12 +2,14 @@
  *   main.c    options and the list of passes
  *   output.c  artifacts: --emit kinds, atomic files, the budget check
  *   build.c   building the executable (cc or nvcc, linked with runtime/)
+ *   nvcache.c the cache of the CUDA runtime's compiled objects
  *   search.c  the budget search: micro-batches and per-layer recompute
  *   sweep.c   --emit budget-sweep: the search over a range of budgets
  */
 #ifndef GC_DRIVER_H
 #define GC_DRIVER_H
 
+#include <stdint.h>
 #include <stdio.h>
 #include "codegen.h"
 #include "ir.h"
@@ -138,5 +140,29 @@ RecomputeChoice driver_rc_choice(char letter);
 /* ---------------------------------------------------------------- build.c */
 /* Emits the program, compiles and links it to o->output (default "train"). */
 int driver_build(const Graph *g, const DriverOptions *o);
+/* Runs argv (NULL-terminated), printing it under verbose, its stderr into
+ * the file err (NULL: gcompile's); its exit status or -1. */
+int driver_run(char **argv, const char *err, int verbose);
+
+/* ---------------------------------------------------------------- nvcache.c */
+/* The cache of the CUDA runtime's objects: one `nvcc -c` per runtime source
+ * and set of flags, reused by every later build. */
+typedef struct NvCache {
+    char *dir;          /* the cache directory */
+    uint64_t key;       /* the hash of nvcc, its version and the runtime's files */
+    int verbose;
+} NvCache;
+/* Opens the cache: $GCOMPILE_CACHE ("" or "off": no cache), else
+ * $XDG_CACHE_HOME/gcompile, else $HOME/.cache/gcompile, created if missing
+ * (0755); hashes `nvcc --version` and every file of rtdir and rtdir/cuda.
+ * 0, or -1 (with a note under verbose) when off or not creatable. */
+int nvcache_open(NvCache *c, const char *nvcc, const char *rtdir, int verbose);
+void nvcache_close(NvCache *c);
+/* The object of `flags... -c src` (flags NULL-terminated, flags[0] nvcc) into
+ * *obj (the caller frees): a cached one, or compiled now into a temporary in
+ * the cache and renamed into place (a concurrent gcompile compiling the same
+ * object is waited for). 0; 1 when nvcc failed (its errors shown); -1 when
+ * the cache cannot be written (a note under verbose). */
+int nvcache_object(const NvCache *c, char **flags, const char *src, char **obj);
 
 #endif

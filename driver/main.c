@@ -143,7 +143,10 @@ static void usage(FILE *f)
         "                         lifetime ends (debugging plans)\n"
         "      --gpu-arch LIST    CUDA architectures to build for (default: sm_80,sm_90)\n"
         "      --cc CMD           C compiler for --target cpu (default: cc)\n"
-        "      --nvcc CMD         CUDA compiler for --target cuda (default: nvcc)\n"
+        "      --nvcc CMD         CUDA compiler for --target cuda (default: nvcc); the\n"
+        "                         CUDA runtime's objects are compiled once and cached in\n"
+        "                         $GCOMPILE_CACHE (\"off\": no cache), else\n"
+        "                         $XDG_CACHE_HOME/gcompile, else ~/.cache/gcompile\n"
         "  -v, --verbose          show the build command and pass timings\n"
         "  -h, --help             this text\n"
         "      --version          print the version\n",
