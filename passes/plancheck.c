@@ -750,7 +750,7 @@ static int check_copies(const Graph *g, const Memo *m, char *err, size_t errlen)
             host |= g->t[t].region == RG_HOST;
             all_host &= g->t[t].region == RG_HOST;
             if (op_info[op->kind].cls != OPC_VIEW && g->t[t].bytes)
-                hits[nh++] = (Hit){r, s, i >= op->nin || (op->acc >> (i - op->nin) & 1), off, off + g->t[t].bytes};
+                hits[nh++] = (Hit){r, s, i >= op->nin, off, off + g->t[t].bytes};   /* outputs write (accumulating ones too) */
         }
         if (is_host_update(g, op) && !all_host)
             rc = fail(err, errlen, "host update %s at step %d reads device memory", op->name, s);
