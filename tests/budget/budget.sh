@@ -14,9 +14,10 @@
 #            memory, rows equal to what --mem at that budget chooses, the
 #            first the smallest that fits, the last the unconstrained plan;
 #            the SVG plot has a point per budget.
-# usage: budget.sh GCOMPILE GRAPH WORKDIR CHECK
+# usage: budget.sh GCOMPILE GRAPH WORKDIR CHECK [MAXL]
+#   MAXL: optimal's shapes of at most MAXL layers (default: all, up to 6)
 set -u
-gc=$1 graph=$2 dir=$3 check=$4
+gc=$1 graph=$2 dir=$3 check=$4 maxl=${5:-6}
 mkdir -p "$dir" && cd "$dir" || exit 1
 fail() { echo "FAIL: $*"; exit 1; }
 
@@ -26,6 +27,7 @@ optimal)
         set -- $shape
         L=${1#L=}
         shift
+        [ "$L" -le "$maxl" ] || continue
         args="--config tiny -D L=$L --target cpu $*"
         # every assignment, planned: "K modes peak ms" per line
         "$gc" "$graph" $args --mem 1TiB --search exhaustive --emit summary -v 2>ex.txt >/dev/null ||
