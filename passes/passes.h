@@ -211,8 +211,10 @@ void pass_split(Graph *g, const SplitSpec *s);
  * same view of the backward gather of that slice (gb.*, made when the
  * backward had none), so that a recomputation in the backward reads the
  * weights gathered there instead of keeping the forward's alive; any other t
- * is itself. */
-int split_backward_gather(Graph *g, int t);
+ * is itself. memo (nmemo entries, each -2 at first; NULL: none) keeps the
+ * backward gather found or made per parameter shard for the next reads, so a
+ * pass that asks for every input does not scan the ops each time. */
+int split_backward_gather(Graph *g, int t, int *memo, int nmemo);
 /* ---------------------------------------------------------------- split_tp.c */
 /* Tensor parallel over K ranks on the forward graph: cuts the column/row
  * matmul regions (Megatron's form), their parameters and activations to one

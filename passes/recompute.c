@@ -177,6 +177,9 @@ void pass_recompute(Graph *g, const RecomputeChoice *choice, int nlayers)
     int nops = g->nops, nt = g->nt;
     char *cross = xcalloc((size_t)nt, 1), *pick = xcalloc((size_t)nops, 1);
     char *need = xcalloc((size_t)nt, 1);
+    int nbg = nt, *bg = xmalloc((size_t)nbg * sizeof(int));   /* zero3: each shard's backward gather (split_backward_gather) */
+    for (int t = 0; t < nbg; t++)
+        bg[t] = -2;
     for (int o = 0; o < nops; o++) {
         const Op *op = &g->ops[o];
         if (op->dead || op->phase != PH_FWD)
@@ -242,7 +245,7 @@ void pass_recompute(Graph *g, const RecomputeChoice *choice, int nlayers)
                 op.nout--;
             }
             for (int i = 0; i < op.nin; i++)   /* zero3: weights gathered for the backward */
-                in[i] = split_backward_gather(g, twin(&rc, in[i]));
+                in[i] = split_backward_gather(g, twin(&rc, in[i]), bg, nbg);
             for (int i = 0; i < op.nout; i++) {
                 Tensor x = g->t[op.out[i]];
                 char *name = xasprintf("%s.re", x.name);
@@ -278,4 +281,5 @@ void pass_recompute(Graph *g, const RecomputeChoice *choice, int nlayers)
     free(cross);
     free(pick);
     free(need);
+    free(bg);
 }

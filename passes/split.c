@@ -444,7 +444,7 @@ static int split_zero3(Graph *g, int ranks)
     return 0;
 }
 
-int split_backward_gather(Graph *g, int t)
+int split_backward_gather(Graph *g, int t, int *memo, int nmemo)
 {
     size_t off;
     int r = graph_root(g, t, &off), w = g->t[r].producer;
@@ -452,9 +452,13 @@ int split_backward_gather(Graph *g, int t)
         return t;
     Op fwd = g->ops[w];               /* a copy: adding ops moves g->ops */
     int part = fwd.in[0], gb = -1;
-    for (int o = 0; o < g->nops && gb < 0; o++)
-        if (!g->ops[o].dead && g->ops[o].kind == OP_GATHER && (int)g->ops[o].attr[2] == 2 && g->ops[o].in[0] == part)
-            gb = g->ops[o].out[0];
+    if (memo && part < nmemo && memo[part] != -2)   /* found or made for an earlier read */
+        gb = memo[part];
+    else
+        for (int o = 0; o < g->nops && gb < 0; o++)
+            if (!g->ops[o].dead && g->ops[o].kind == OP_GATHER && (int)g->ops[o].attr[2] == 2 &&
+                g->ops[o].in[0] == part)
+                gb = g->ops[o].out[0];
     if (gb < 0) {                     /* a slice the backward itself does not read */
         Tensor x = g->t[r];
         char *name = xasprintf("gb.%s", g->t[part].name);
@@ -464,6 +468,8 @@ int split_backward_gather(Graph *g, int t)
         free(name);
         g->comm_bytes += (double)x.bytes * (fwd.attr[0] - 1) / fwd.attr[0];
     }
+    if (memo && part < nmemo)
+        memo[part] = gb;
     if (r == t)
         return gb;
     Tensor x = g->t[t];
