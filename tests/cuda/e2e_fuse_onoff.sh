@@ -35,7 +35,6 @@ shift 9
 steps=$1 precs=$2 tol=$3 flags=${4:-}
 fail() { echo "FAIL: $*"; exit 1; }
 mkdir -p "$dir" && cd "$dir" && rm -f fp32.off.loss || exit 1
-rt=$root/runtime
 case $kind in
 classifier) fn=gc_classifier ;;
 bgrad) fn=gc_matmul_dgelu_bgrad ;;

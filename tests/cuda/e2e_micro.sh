@@ -14,7 +14,6 @@ shift 9
 tol=$1 flags=${2:-}
 fail() { echo "FAIL: $*"; exit 1; }
 mkdir -p "$dir" && cd "$dir" || exit 1
-rt=$root/runtime
 . "$root/tests/cuda/emu_rt.sh"
 emu_rt "$cxx" "$root" "$cblas" || fail "emulator build of the runtime"
 inc=$EMU_INC

@@ -9,7 +9,6 @@ set -u
 gc=$1 graph=$2 cxx=$3 root=$4 hostlib=$5 blas=$6 cblas=$7 dir=$8 prec=$9 flags=${10}
 fail() { echo "FAIL: $*"; exit 1; }
 mkdir -p "$dir" && cd "$dir" || exit 1
-rt=$root/runtime
 . "$root/tests/cuda/emu_rt.sh"
 # the runtime (built once by the build, or here), then the two programs
 emu_rt "$cxx" "$root" "$cblas" || fail "emulator build of the runtime"
