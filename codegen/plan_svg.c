@@ -18,8 +18,8 @@ static const char *const kind_color[] = {
     "#e15759", "#76b7b2", "#edc948", "#4e79a7", "#f28e2b", "#59a14f", "#9c755f", "#b07aa1"};
 static const char *const phase_color[] = {"#4e79a7", "#f28e2b", "#e15759", "#59a14f",
                                           "#b07aa1"};
-static const char *const params_color = "#bab0ac";   /* the bf16 weight casts (op_phase_label "params") */
-static const char *const region_color[] = {"#e15759", "#76b7b2", "#edc948", "#4e79a7", "#9c755f"};
+static const char *const params_color = "#bab0ac";   /* run-once casts and copies (op_phase_label "params") */
+static const char *const region_color[] = {"#e15759", "#76b7b2", "#edc948", "#4e79a7", "#ff9da7"};   /* host: not a kind's colour */
 
 
 static const char *human(double v, char *buf, size_t len)
@@ -206,7 +206,7 @@ static void legend(FILE *f)
                 "<text x=\"%d\" y=\"%d\">phase %s</text>\n", x, PY + PH + 87, phase_color[p],
                 x + 16, PY + PH + 94, phase_name((Phase)p));
     fprintf(f, "<rect x=\"%d\" y=\"%d\" width=\"12\" height=\"6\" fill=\"%s\"/>"
-            "<text x=\"%d\" y=\"%d\">phase params (bf16 weight casts, not per step)</text>\n", x, PY + PH + 87,
+            "<text x=\"%d\" y=\"%d\">phase params (weight casts and copies run once, not per step)</text>\n", x, PY + PH + 87,
             params_color, x + 16, PY + PH + 94);
     fprintf(f, "</g>\n");
 }
