@@ -109,15 +109,19 @@ void gc_rmsnorm_bwd_bf16(gc_bf16 *dx, float *dw, const gc_bf16 *dy, const gc_bf1
     rmsnorm_bwd(dx, dw, dy, x, w, rstd, N, C, acc);
 }
 
-/* one thread per (row, i < hs/2) pair; the angle in double as the CPU's */
+/* one thread per (row, i < hs/2) pair; the angle in double as the CPU's,
+ * in units of pi: sincospi reduces its argument exactly, where sincos of a
+ * double keeps a slow path for huge angles that needs a 40-byte stack frame
+ * (local memory outside the plan, issue 24); the angle t theta^(-2i/hs) / pi
+ * is within a few double ulps of the CPU's */
 template <class T>
 __global__ void rope_kernel(T *y, const T *x, long rows, long T_, long hs, double theta, int inverse, int acc)
 {
     long half = hs / 2, n = rows * half;
     for (long e = (long)blockIdx.x * blockDim.x + threadIdx.x; e < n; e += (long)gridDim.x * blockDim.x) {
         long r = e / half, i = e % half, t = r % T_;
-        double ang = (double)t * pow(theta, -2.0 * (double)i / (double)hs), sd, cd;
-        sincos(ang, &sd, &cd);
+        double ang = (double)t * (pow(theta, -2.0 * (double)i / (double)hs) / M_PI), sd, cd;
+        sincospi(ang, &sd, &cd);
         float c = (float)cd, s = inverse ? -(float)sd : (float)sd;
         float a = to_f(x[r * hs + i]), b = to_f(x[r * hs + i + half]);
         put(y + r * hs + i, a * c - b * s, acc);

@@ -28,3 +28,8 @@
 #define gc_attention_gqa_fwd cpu_attention_gqa_fwd
 #define gc_attention_gqa_bwd cpu_attention_gqa_bwd
 #define gc_classifier cpu_classifier
+#define gc_rmsnorm_fwd cpu_rmsnorm_fwd
+#define gc_add_rmsnorm_fwd cpu_add_rmsnorm_fwd
+#define gc_rmsnorm_bwd cpu_rmsnorm_bwd
+#define gc_rope cpu_rope
+#define gc_swiglu_bwd cpu_swiglu_bwd

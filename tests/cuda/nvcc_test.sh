@@ -35,16 +35,10 @@ build)
     echo "sm_$arch: compiled and linked in $(( $(date +%s) - start )) s"
     # issue 24: no kernel with a stack frame (local memory the driver reserves outside the plan) or
     # spills, on sm_90 (H100/H200, what the GPU check runs) and sm_80 (A100; since the tensor-core
-    # attention rewrite, 2026-12-04, both clean)
+    # attention rewrite, 2026-12-04, both clean; rope_kernel's 40-byte frame, its double sincos, went
+    # with sincospi on 2026-12-05: no kernel is exempt)
     bad=$(cat "$out"/ptxas_*.txt | awk '/Compiling entry function/ { k = $7 }
         /bytes stack frame/ && ($1 > 0 || $5 > 0 || $9 > 0) { print k ": " $0 }')
-    # Known, reported and not failed (issue 22's Llama kernels, merged after issue 24's rewrite,
-    # 2026-12-04): rope_kernel (40 bytes, its double sincos). Open in issue 22; any other kernel with a
-    # frame fails. (The grouped-query attention kernels were on this list until they became the
-    # tensor-core and SIMT attention kernels, issue 24.)
-    known=$(printf '%s\n' "$bad" | grep -E 'rope_kernel' || true)
-    bad=$(printf '%s\n' "$bad" | grep -vE 'rope_kernel' || true)
-    [ -n "$known" ] && echo "note (known, issue 22): kernels with a stack frame on sm_$arch: $known"
     if [ -n "$bad" ]; then
         fail "kernels with a stack frame or spills (sm_$arch): $bad"
     else

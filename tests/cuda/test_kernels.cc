@@ -62,6 +62,7 @@ decltype(gc_attention_bwd) cpu_attention_bwd;
 decltype(gc_attention_gqa_fwd) cpu_attention_gqa_fwd;
 decltype(gc_attention_gqa_bwd) cpu_attention_gqa_bwd;
 decltype(gc_classifier) cpu_classifier;
+decltype(gc_rope) cpu_rope;
 }
 
 typedef std::vector<float> Vec;
@@ -2026,6 +2027,48 @@ static void test_attention()
 #endif
 }
 
+/* ---------------------------------------------------------------- rope */
+/* gc_rope(_bf16) against norm_rope_cpu.c: positions up to 40,000 (the GPU
+ * takes sin and cos of the angle by sincospi, in units of pi; the CPU by
+ * sincos), theta 1e4 and 5e5, hs 2-128, forward and inverse, acc 0 and 1.
+ * fp32 tolerance 1e-6 of the row scale: the GPU rounds cos and sin to float
+ * and forms a c - b s in float (about 5 roundings of 2^-24, 3e-7), where the
+ * CPU rounds once from double; the two angles differ by a few double ulps
+ * (below 1e-11 at these positions). An angle off by 1e-5 radians is out by
+ * 1e-5 of the scale. bf16: the output's rounding (BF16_TOL). */
+static void test_rope()
+{
+    struct { long batch, T, hs; double theta; } shapes[] = {
+        {2, 37, 8, 1e4}, {1, 40000, 4, 5e5}, {1, 5, 128, 1e4}, {3, 1, 2, 1e4}, {1, 300, 64, 5e5},
+    };
+    char name[160];
+    for (auto sh : shapes)
+        for (int inv = 0; inv < 2; inv++)
+            for (int acc = 0; acc < 2; acc++)
+                for (int bf = 0; bf < 2; bf++) {
+                    long n = sh.batch * sh.T * sh.hs;
+                    Vec x = rand_vec(n, -2.0f, 2.0f), y0 = acc ? rand_vec(n) : nan_vec(n);
+                    if (bf)
+                        x = round_bf(x), y0 = acc ? round_bf(y0) : y0;
+                    Vec want = y0;
+                    cpu_rope(want.data(), x.data(), sh.batch, sh.T, sh.hs, sh.theta, inv, acc);
+                    NAME("rope%s batch%ld T%ld hs%ld theta%g inverse%d acc%d", bf ? "_bf16" : "", sh.batch, sh.T, sh.hs,
+                         sh.theta, inv, acc);
+                    Vec got = run_gpu(name, [&] {
+                        Dev d;
+                        if (bf) {
+                            gc_bf16 *y = d.up(to_bf(y0));
+                            gc_rope_bf16(y, d.up(to_bf(x)), sh.batch, sh.T, sh.hs, sh.theta, inv, acc);
+                            return down_bf(y, n);
+                        }
+                        float *y = d.up(y0);
+                        gc_rope(y, d.up(x), sh.batch, sh.T, sh.hs, sh.theta, inv, acc);
+                        return down(y, n);
+                    });
+                    close(name, got, want, bf ? BF16_TOL : 1e-6f);
+                }
+}
+
 /* ---------------------------------------------------------------- grouped-query attention */
 /* gc_attention_gqa_* (separate q, k, v; NKV kv heads, each shared by NH/NKV
  * query heads) against attention_gqa_cpu.c, fp32 and bf16 (tensor cores and
@@ -2534,7 +2577,7 @@ int main(int argc, char **argv)
         {"vectors", test_vectors},
         {"gelu", test_gelu},             {"gelu_bgrad", test_gelu_bgrad},
         {"add_layernorm", test_add_layernorm},
-        {"classifier", test_classifier},
+        {"classifier", test_classifier}, {"rope", test_rope},
         {"bench", test_bench},
     };
     for (auto &g : groups) {

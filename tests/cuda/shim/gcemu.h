@@ -638,5 +638,11 @@ inline float __int_as_float(int i) { float f; memcpy(&f, &i, 4); return f; }
 inline int __float_as_int(float f) { int i; memcpy(&i, &f, 4); return i; }
 inline unsigned __float_as_uint(float f) { unsigned i; memcpy(&i, &f, 4); return i; }
 inline float __uint_as_float(unsigned i) { float f; memcpy(&f, &i, 4); return f; }
+/* sin and cos of pi x: x reduced exactly to [-1, 1] (x - 2 rint(x / 2)), then the host's sincos */
+inline void sincospi(double x, double *s, double *c)
+{
+    double r = x - 2.0 * rint(0.5 * x);
+    sincos(M_PI * r, s, c);
+}
 
 #endif
