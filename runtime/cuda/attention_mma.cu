@@ -24,13 +24,14 @@
  *                and dy rows in shared memory; per key tile s = q k^T,
  *                p = exp2(s·scale·log2e - lse·log2e), dp = dy v^T,
  *                ds = p (dp - D), dq += ds k; dq·scale at the end.
- *            dk, dv: a block per (64 keys, kv head), k and v in shared
- *                memory, walking the tiles of BQ query rows at or below its
- *                keys of each query head of its group (GQA's dk and dv sum
- *                over the group in the block: no atomics), q and dy tiles
- *                double-buffered: s^T = k q^T, p^T from lse,
- *                dv += p^T dy, dp^T = v dy^T, ds^T = p^T (dp^T - D),
- *                dk += ds^T q.
+ *            dk, dv: a block of 8 warps per (64 keys, kv head), k and v
+ *                in shared memory, walking the tiles of BQ query rows at or
+ *                below its keys of each query head of its group (GQA's dk
+ *                and dv sum over the group in the block: no atomics), q
+ *                and dy tiles double-buffered; per 16 keys a pair of warps:
+ *                one forms s^T = k q^T, p^T from lse, dv += p^T dy; the
+ *                other dp^T = v dy^T, ds^T = p^T (dp^T - D), dk += ds^T q,
+ *                with p^T handed over in shared memory.
  *            7 products where FlashAttention-2 does 5: FA2 adds dq into a
  *            B·T·C fp32 buffer with atomics from the dk/dv blocks, which
  *            would break bit-identical reruns and need a planned buffer of
@@ -56,17 +57,28 @@
 static const float AM_LOG2E = 1.4426950408889634f, AM_LN2 = 0.6931471805599453f;
 
 enum { AM_THREADS = 128, AM_ROWS = 64 };   /* 4 warps x 16 rows (or keys) */
+enum { AM_KV_THREADS = 256 };              /* dk/dv: 4 pairs of warps x 16 keys */
+
+struct alignas(16) AmF4 {
+    float v[4];
+};
 
 /* Tile sizes by head size: keys per tile in the forward (FWD_BN) and in dq
- * (DQ_BN), query rows per tile in dk/dv (KV_BQ). A warp's accumulators are
- * 16 x BN scores (BN / 2 registers a lane; dq and dk/dv hold two such) and
- * 16 x HS outputs (HS / 2; dk/dv two): at HS = 64, 32 + 32 registers
- * (forward), 32 + 32 (dq), 32 + 64 (dk/dv). Unmeasured on a GPU (bench/RESULTS.md has
- * the registers and occupancy ptxas gives). */
+ * (DQ_BN), query rows per tile in dk/dv (KV_BQ); the minimum blocks per SM
+ * asked of ptxas for dq and dk/dv (DQ_MINB, KV_MINB: __launch_bounds__).
+ * A warp's accumulators are 16 x BN scores (BN / 2 registers a lane; dq
+ * holds two such) and 16 x HS outputs (HS / 2): at HS = 64, 32 + 32
+ * registers (forward), 16 + 32 (dq at BN = 16), 16 + 32 (a dk/dv warp,
+ * which holds dk or dv). HS = 64 (GPT-2, Llama 3.2 1B) is sized for 16
+ * warps per SM: forward 100 registers, dq 128 at 4 blocks of 128 threads,
+ * dk/dv 128 at 2 blocks of 256 (nvcc 13.0, sm_90 and sm_80, no spills;
+ * dq at 32-key tiles needed 149 registers, dk and dv in one warp 168).
+ * Unmeasured on a GPU: bench/RESULTS.md has the registers and occupancy
+ * ptxas gives, bench/ptxas.sh reads these lines. */
 template <int HS> struct AmCfg;
-template <> struct AmCfg<32> { enum { FWD_BN = 64, DQ_BN = 32, KV_BQ = 64 }; };
-template <> struct AmCfg<64> { enum { FWD_BN = 64, DQ_BN = 32, KV_BQ = 32 }; };
-template <> struct AmCfg<128> { enum { FWD_BN = 32, DQ_BN = 32, KV_BQ = 16 }; };
+template <> struct AmCfg<32> { enum { FWD_BN = 64, DQ_BN = 32, KV_BQ = 32, DQ_MINB = 1, KV_MINB = 2 }; };
+template <> struct AmCfg<64> { enum { FWD_BN = 64, DQ_BN = 16, KV_BQ = 32, DQ_MINB = 4, KV_MINB = 2 }; };
+template <> struct AmCfg<128> { enum { FWD_BN = 32, DQ_BN = 32, KV_BQ = 32, DQ_MINB = 1, KV_MINB = 1 }; };
 
 /* shared memory of each kernel, bytes (bf16 tiles of row stride HS + 8) */
 template <int HS> static constexpr size_t am_fwd_smem()   /* q, then 2 stages of k, v */
@@ -79,7 +91,8 @@ template <int HS> static constexpr size_t am_dq_smem()    /* q, dy, 2 stages of 
 }
 template <int HS> static constexpr size_t am_dkdv_smem()
 {
-    return (size_t)(2 * AM_ROWS + 4 * AmCfg<HS>::KV_BQ) * (HS + 8) * 2 + 4 * AmCfg<HS>::KV_BQ * sizeof(float);
+    return (size_t)(2 * AM_ROWS + 4 * AmCfg<HS>::KV_BQ) * (HS + 8) * 2 + 4 * AmCfg<HS>::KV_BQ * sizeof(float) +
+           (size_t)4 * AmCfg<HS>::KV_BQ / 8 * 32 * sizeof(AmF4);   /* k, v, 2 stages of q, dy; lse, D; p^T */
 }
 
 struct alignas(16) AmChunk {
@@ -90,7 +103,7 @@ struct alignas(16) AmChunk {
  * of HS + 8 bf16), zero at rows >= T and columns >= hs; the block's threads
  * share it. vec: 16-byte cp.async (the caller commits and waits); else plain
  * loads and stores (visible after the caller's __syncthreads). */
-template <int R, int HS>
+template <int R, int HS, int NTH = AM_THREADS>
 static __device__ __forceinline__ void am_load(gc_bf16 *s, const gc_bf16 *base, long st, long t0, long T, int hs,
                                                int vec)
 {
@@ -98,14 +111,14 @@ static __device__ __forceinline__ void am_load(gc_bf16 *s, const gc_bf16 *base, 
     if (vec) {
         const int CH = HS / 8;   /* 16-byte chunks of a row */
         const gc_smem_t sb = gc_smem(s);
-        for (int i = threadIdx.x; i < R * CH; i += AM_THREADS) {
+        for (int i = threadIdx.x; i < R * CH; i += NTH) {
             int r = i / CH, c = i % CH;
             long t = t0 + r;
             bool in = t < T && c * 8 < hs;
             gc_cp_async16(sb + (r * LD + c * 8) * 2, in ? base + t * st + c * 8 : base, in ? 16 : 0);
         }
     } else {
-        for (int i = threadIdx.x; i < R * HS; i += AM_THREADS) {
+        for (int i = threadIdx.x; i < R * HS; i += NTH) {
             int r = i / HS, c = i % HS;
             long t = t0 + r;
             s[r * LD + c] = t < T && c < hs ? base[t * st + c] : __float2bfloat16(0.0f);
@@ -170,10 +183,10 @@ template <int LD> static __device__ __forceinline__ int am_off_bt(int lane)
  * (+ am_off_a; A fragments loaded a 16-column chunk at a time, so they
  * hold 4 registers), b^T the 8 NT rows of the tile at b (+ am_off_b) as B,
  * B(k, n) = tile[n][k] */
-template <int NT, int KC, int LD>
+template <int NT, int KC, int LD, int KU = KC>
 static __device__ __forceinline__ void am_abt(float (*c)[4], gc_smem_t a, gc_smem_t b)
 {
-#pragma unroll
+#pragma unroll(KU)
     for (int kc = 0; kc < KC; kc++) {
         uint32_t af[4];
         gc_ldmatrix_x4(af, a + kc * 16 * 2);
@@ -230,14 +243,17 @@ static __device__ __forceinline__ void am_put(gc_bf16 *out, long st, const float
     }
 }
 
-/* __launch_bounds__: 128 threads, and no minimum of blocks per SM for the
- * forward and dk/dv: ptxas's own choice (nvcc 13.0, sm_90: 100 and 168
- * registers at HS = 64, no spills); asking for 4 blocks (128 registers)
- * made every HS = 64 kernel spill 16-80 bytes. dq states a minimum of 1,
- * without which ptxas for sm_80 capped dq<32> at 96-128 registers and
- * spilled 8 bytes (bench/RESULTS.md, issue 24). */
+/* __launch_bounds__: the forward asks no minimum of blocks per SM
+ * (ptxas's own choice, nvcc 13.0, sm_90: 100 registers at HS = 64; asking
+ * for 4 blocks made it spill). dq and dk/dv ask AmCfg's minimum: at HS = 64
+ * 4 and 2 blocks (128 registers, no spills since dq's key tiles are 16 and
+ * dk/dv's warps hold one accumulator, and dk/dv's A-fragment loop is not
+ * unrolled: unrolled, ptxas kept every chunk's fragments live and spilled);
+ * 1 elsewhere, without which ptxas for sm_80 capped dq<32> at 96-128
+ * registers and spilled 8 bytes (bench/RESULTS.md, issue 24). */
 #define AM_BOUNDS __launch_bounds__(AM_THREADS)
-#define AM_BOUNDS_DQ __launch_bounds__(AM_THREADS, 1)
+#define AM_BOUNDS_DQ __launch_bounds__(AM_THREADS, AmCfg<HS>::DQ_MINB)
+#define AM_BOUNDS_KV __launch_bounds__(AM_KV_THREADS, AmCfg<HS>::KV_MINB)
 
 template <int HS>
 __global__ void AM_BOUNDS attention_fwd_mma_kernel(AttP<gc_bf16> a)
@@ -427,17 +443,17 @@ __global__ void AM_BOUNDS_DQ attention_dq_mma_kernel(AttP<gc_bf16> a)
 #endif
 }
 
-/* dk/dv's tile it (query head kvh group + it / nq, rows from c0 + (it % nq) BQ):
- * q and dy by cp.async into the stage st; lse log2(e) and D of row
- * threadIdx.x < BQ into *nl, *nd */
+/* dk/dv's tile of query head h, rows [r0, r0 + BQ): q and dy by cp.async
+ * into the stage st (the block's AM_KV_THREADS share the loads); lse
+ * log2(e) and D of row threadIdx.x < BQ into *nl, *nd */
 template <int HS, int BQ>
-static __device__ __forceinline__ void am_kv_issue(const AttP<gc_bf16> &a, gc_bf16 *st, long it, long b, long kvh,
-                                                   long c0, long nq, float *nl, float *nd)
+static __device__ __forceinline__ void am_kv_issue(const AttP<gc_bf16> &a, gc_bf16 *st, long b, long h, long r0,
+                                                   float *nl, float *nd)
 {
-    const long T = a.T, h = kvh * a.group + it / nq, r0 = c0 + it % nq * BQ, qbh = b * a.NH + h;
+    const long T = a.T, qbh = b * a.NH + h;
     const gc_bf16 *dy = a.dy + b * a.yb + h * a.yh;
-    am_load<BQ, HS>(st, a.q + b * a.qb + h * a.qh, a.qt, r0, T, a.hs, a.vec);
-    am_load<BQ, HS>(st + BQ * (HS + 8), dy, a.yt, r0, T, a.hs, a.vec);
+    am_load<BQ, HS, AM_KV_THREADS>(st, a.q + b * a.qb + h * a.qh, a.qt, r0, T, a.hs, a.vec);
+    am_load<BQ, HS, AM_KV_THREADS>(st + BQ * (HS + 8), dy, a.yt, r0, T, a.hs, a.vec);
     if (threadIdx.x < BQ) {
         const long t = r0 + threadIdx.x;
         *nl = t < T ? a.lse[qbh * T + t] * AM_LOG2E : 0.0f;
@@ -447,8 +463,17 @@ static __device__ __forceinline__ void am_kv_issue(const AttP<gc_bf16> &a, gc_bf
     }
 }
 
+/* dk and dv: 8 warps, a pair per 16 keys, so that a thread holds one 16 x HS
+ * accumulator (dk and dv in one warp were 168 registers at HS = 64: 12 warps
+ * per SM). Warp w < 4 (the p warp of keys w) forms s^T = k q^T and p^T,
+ * hands p^T to its partner through shared memory (C fragments, one 16-byte
+ * store and load per lane and 8 columns) and adds dv += p^T dy; warp w + 4
+ * forms dp^T = v dy^T, takes p^T after the barrier, ds^T = p^T (dp^T - D)
+ * and adds dk += ds^T q. The same products and the same roundings as one
+ * warp doing both (bit-identical), two products a warp per tile, one
+ * before and one after the tile's middle barrier. */
 template <int HS>
-__global__ void AM_BOUNDS attention_dkdv_mma_kernel(AttP<gc_bf16> a)
+__global__ void AM_BOUNDS_KV attention_dkdv_mma_kernel(AttP<gc_bf16> a)
 {
 #ifndef GC_MMA_NONE
     constexpr int BQ = AmCfg<HS>::KV_BQ, LD = HS + 8, KC = HS / 16, NT = BQ / 8, OT = HS / 8;
@@ -457,75 +482,102 @@ __global__ void AM_BOUNDS attention_dkdv_mma_kernel(AttP<gc_bf16> a)
     gc_bf16 *sm = (gc_bf16 *)am_smem;   /* k (64 rows), v (64 rows), then stages of q, dy (BQ rows each) */
     const gc_smem_t S0 = gc_smem(sm), Q0 = S0 + 2 * AM_ROWS * LD * 2;
     float *Ls = (float *)(sm + (2 * AM_ROWS + 4 * BQ) * LD), *Dt = Ls + 2 * BQ;   /* [stage][BQ]: lse log2e, D */
+    AmF4 *Px = (AmF4 *)(Dt + 2 * BQ);                                             /* [key warp][NT][lane]: p^T */
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, tg = lane % 4;
+    const int wk = warp % 4, dwarp = warp / 4;   /* keys wk; 0: p, dv; 1: dp, dk */
     const long T = a.T, NKV = a.NH / a.group, bkv = a.bh0 + blockIdx.y, b = bkv / NKV, kvh = bkv % NKV;
-    const long c0 = (long)blockIdx.x * AM_ROWS, kw = c0 + warp * 16;   /* the first blocks have the most rows */
+    const long c0 = (long)blockIdx.x * AM_ROWS, kw = c0 + wk * 16;   /* the first blocks have the most rows */
     const long koff = b * a.kb + kvh * a.kh;
-    const long nq = (T - c0 + BQ - 1) / BQ;   /* query tiles of one head from row c0 */
-    const long ntiles = a.group * nq;
-    const int offb = am_off_b<LD>(lane), offbt = am_off_bt<LD>(lane);
-    const gc_smem_t kfa = S0 + warp * 16 * LD * 2 + am_off_a<LD>(lane), vfa = kfa + AM_ROWS * LD * 2;
+    const long hend = kvh * a.group + a.group;   /* the group's query heads: [hend - group, hend) */
+    /* A fragments: k rows (p warps) or v rows (dk warps); B tiles: q then dy rows of a stage,
+       the p warps read (q, dy), the dk warps (dy, q) */
+    const gc_smem_t fa = S0 + (dwarp * AM_ROWS + wk * 16) * LD * 2 + am_off_a<LD>(lane);
+    const int tb = dwarp * BQ * LD * 2, to = (1 - dwarp) * BQ * LD * 2;   /* byte offsets in a stage */
+    const int offb = am_off_b<LD>(lane) + tb, offbt = am_off_bt<LD>(lane) + to;
+    AmF4 *px = Px + wk * NT * 32 + lane;
 
-    am_load<AM_ROWS, HS>(sm, a.k + koff, a.kt, c0, T, a.hs, a.vec);
-    am_load<AM_ROWS, HS>(sm + AM_ROWS * LD, a.v + koff, a.kt, c0, T, a.hs, a.vec);
+    am_load<AM_ROWS, HS, AM_KV_THREADS>(sm, a.k + koff, a.kt, c0, T, a.hs, a.vec);
+    am_load<AM_ROWS, HS, AM_KV_THREADS>(sm + AM_ROWS * LD, a.v + koff, a.kt, c0, T, a.hs, a.vec);
     /* tile it's q and dy by cp.async into stage stg; lse and D of its rows into nl, nd (registers),
        stored before the barrier that precedes the tile's use, so their loads overlap the products */
     float nl = 0.0f, nd = 0.0f;
-    am_kv_issue<HS, BQ>(a, sm + 2 * AM_ROWS * LD, 0, b, kvh, c0, nq, &nl, &nd);
+    long nh = hend - a.group, nr0 = c0;   /* the next tile to issue: head, first row */
+    am_kv_issue<HS, BQ>(a, sm + 2 * AM_ROWS * LD, b, nh, nr0, &nl, &nd);
     gc_cp_async_commit();   /* k, v and tile 0 */
     if (threadIdx.x < BQ)
         Ls[threadIdx.x] = nl, Dt[threadIdx.x] = nd;
 
-    float dk[OT][4], dv[OT][4];
+    float acc[OT][4];   /* dv (p warps) or dk / scale (dk warps) */
 #pragma unroll
     for (int ot = 0; ot < OT; ot++)
 #pragma unroll
         for (int e = 0; e < 4; e++)
-            dk[ot][e] = dv[ot][e] = 0.0f;
-    for (long it = 0; it < ntiles; it++) {
-        const int stg = (int)(it & 1);
-        if (it + 1 < ntiles)   /* into the other stage, read in iteration it-1 */
-            am_kv_issue<HS, BQ>(a, sm + (2 * AM_ROWS + (stg ^ 1) * 2 * BQ) * LD, it + 1, b, kvh, c0, nq, &nl, &nd);
+            acc[ot][e] = 0.0f;
+    /* the tiles: each query head of the group, its rows from c0 in steps of BQ (no 64-bit
+       division per tile: with it, the kernel spilled at 128 registers) */
+#pragma unroll 1
+    for (int stg = 0; nh < hend; stg ^= 1) {
+        const long r0 = nr0;
+        nr0 += BQ;
+        if (nr0 >= T)
+            nr0 = c0, nh++;
+        const bool more = nh < hend;
+        if (more)   /* into the other stage, read in the previous iteration */
+            am_kv_issue<HS, BQ>(a, sm + (2 * AM_ROWS + (stg ^ 1) * 2 * BQ) * LD, b, nh, nr0, &nl, &nd);
         gc_cp_async_commit();
         gc_cp_async_wait<1>();
         __syncthreads();
-        const long r0 = c0 + it % nq * BQ;
-        if (kw < T && r0 + BQ - 1 >= kw) {   /* the warp has keys, and rows of the tile at or below them */
-            const gc_smem_t qs = Q0 + stg * STAGE, dys = qs + BQ * LD * 2;
-            const float *ls = Ls + stg * BQ, *Ds = Dt + stg * BQ;
-            float s[NT][4], dp[NT][4];
+        const bool act = kw < T && r0 + BQ - 1 >= kw;   /* the warp has keys, and rows of the tile at or below them */
+        const gc_smem_t qs = Q0 + stg * STAGE;
+        const float *ls = Ls + stg * BQ, *Ds = Dt + stg * BQ;
+        float s[NT][4];   /* s^T, then p^T (p warps); dp^T, then ds^T / scale (dk warps) */
+        if (act) {
 #pragma unroll
             for (int nt = 0; nt < NT; nt++)
 #pragma unroll
                 for (int e = 0; e < 4; e++)
-                    s[nt][e] = dp[nt][e] = 0.0f;
-            am_abt<NT, KC, LD>(s, kfa, qs + offb);    /* s^T = k q^T: 16 keys x BQ rows */
-            am_abt<NT, KC, LD>(dp, vfa, dys + offb);  /* dp^T = v dy^T */
-            const bool diag = r0 < kw + 15;                       /* some row above some key of the warp */
-            const int d0 = (int)(kw - r0);                        /* in (-BQ, 16): row < key when ri < d0 + key's g */
-            const int nr = T - r0 < BQ ? (int)(T - r0) : BQ;      /* rows of the tile below T */
+                    s[nt][e] = 0.0f;
+            am_abt<NT, KC, LD, 1>(s, fa, qs + offb);   /* s^T = k q^T, or dp^T = v dy^T: 16 keys x BQ rows */
+            if (dwarp == 0) {
+                const bool diag = r0 < kw + 15;                       /* some row above some key of the warp */
+                const int d0 = (int)(kw - r0);                        /* in (-BQ, 16): row < key when ri < d0 + key's g */
+                const int nr = T - r0 < BQ ? (int)(T - r0) : BQ;      /* rows of the tile below T */
 #pragma unroll
-            for (int nt = 0; nt < NT; nt++)
+                for (int nt = 0; nt < NT; nt++) {
 #pragma unroll
-                for (int e = 0; e < 4; e++) {
-                    const int ri = nt * 8 + 2 * tg + e % 2;   /* the row in the tile; the key is kw + g + 8 (e / 2) */
-                    float p = ri >= nr || (diag && ri < d0 + g + 8 * (e / 2)) ? 0.0f
-                                                                                : exp2f(s[nt][e] * a.sl2 - ls[ri]);
-                    s[nt][e] = p;
-                    dp[nt][e] = p * (dp[nt][e] - Ds[ri]);   /* ds^T / scale */
+                    for (int e = 0; e < 4; e++) {
+                        const int ri = nt * 8 + 2 * tg + e % 2;   /* the row in the tile; the key is kw + g + 8 (e / 2) */
+                        s[nt][e] = ri >= nr || (diag && ri < d0 + g + 8 * (e / 2)) ? 0.0f
+                                                                                 : exp2f(s[nt][e] * a.sl2 - ls[ri]);
+                    }
+                    px[nt * 32] = AmF4{{s[nt][0], s[nt][1], s[nt][2], s[nt][3]}};
                 }
-            am_pb<NT, OT, LD>(dv, s, dys + offbt);   /* dv += p^T dy */
-            am_pb<NT, OT, LD>(dk, dp, qs + offbt);   /* dk += ds^T q */
+            }
         }
-        if (it + 1 < ntiles && threadIdx.x < BQ)
+        __syncthreads();   /* p^T handed over */
+        if (act) {
+            if (dwarp == 1) {
+#pragma unroll
+                for (int nt = 0; nt < NT; nt++) {
+                    const AmF4 p = px[nt * 32];
+#pragma unroll
+                    for (int e = 0; e < 4; e++)
+                        s[nt][e] = p.v[e] * (s[nt][e] - Ds[nt * 8 + 2 * tg + e % 2]);   /* ds^T / scale */
+                }
+            }
+            am_pb<NT, OT, LD>(acc, s, qs + offbt);   /* dv += p^T dy, or dk += ds^T q */
+        }
+        if (more && threadIdx.x < BQ)
             Ls[(stg ^ 1) * BQ + threadIdx.x] = nl, Dt[(stg ^ 1) * BQ + threadIdx.x] = nd;
         __syncthreads();
     }
     gc_cp_async_wait<0>();
     if (kw >= T)
         return;
-    am_put<OT>(a.dk + koff, a.kt, dk, a.scale, kw, T, a.hs, a.acc & 2, lane);
-    am_put<OT>(a.dv + koff, a.kt, dv, 1.0f, kw, T, a.hs, a.acc & 4, lane);
+    if (dwarp == 0)
+        am_put<OT>(a.dv + koff, a.kt, acc, 1.0f, kw, T, a.hs, a.acc & 4, lane);
+    else
+        am_put<OT>(a.dk + koff, a.kt, acc, a.scale, kw, T, a.hs, a.acc & 2, lane);
 #endif
 }
 
@@ -555,7 +607,7 @@ template <int HS> static void am_bwd_hs(const AttP<gc_bf16> &a, long nkv)
     k.bh0 = a.bh0 / a.group;
     GC_LAUNCH(attention_dq_mma_kernel<HS>, dim3(ceil_div(a.T, AM_ROWS), (unsigned)(nkv * a.group)), AM_THREADS,
               am_dq_smem<HS>(), a);
-    GC_LAUNCH(attention_dkdv_mma_kernel<HS>, dim3(ceil_div(a.T, AM_ROWS), (unsigned)nkv), AM_THREADS,
+    GC_LAUNCH(attention_dkdv_mma_kernel<HS>, dim3(ceil_div(a.T, AM_ROWS), (unsigned)nkv), AM_KV_THREADS,
               am_dkdv_smem<HS>(), k);
 }
 
