@@ -16,13 +16,13 @@ if [ "${1:-}" = totals ]; then   # campaign.sh totals LOG: the sums over its chu
     exec "$py" - "$2" <<'PY'
 import json, sys
 t = {"chunks": 0, "graphs": 0, "failures": 0, "known": 0, "ops": 0, "seconds": 0.0}
-ops, lev, mar = {}, {}, {}
+ops, lev, mar, sat = {}, {}, {}, {}
 for line in open(sys.argv[1]):
     s = json.loads(line)["summary"]
     t["chunks"] += 1
     for k in ("graphs", "failures", "known", "ops", "seconds"):
         t[k] += s[k]
-    for d, src in ((ops, s["op_counts"]), (lev, s["lever_runs"])):
+    for d, src in ((ops, s["op_counts"]), (lev, s["lever_runs"]), (sat, s.get("saturated", {}))):
         for k, v in src.items():
             d[k] = d.get(k, 0) + v
     for l, m in s.get("margins", {}).items():   # the worst |diff| / tolerance per lever
@@ -31,6 +31,7 @@ for line in open(sys.argv[1]):
 print(json.dumps(t))
 print("op kinds:", json.dumps(dict(sorted(ops.items()))))
 print("lever runs:", json.dumps(dict(sorted(lev.items()))))
+print("lever runs compared only before a step beyond float32:", json.dumps(dict(sorted(sat.items()))))
 print("worst |diff| / tolerance:", json.dumps(dict(sorted(mar.items()))))
 PY
 fi

@@ -910,8 +910,9 @@ def rope(x, theta):
 
 def to_torch(spec, rec=False):
     """the forward as Python source: def forward(P, tokens, targets) -> loss;
-    rec: every op's output passes through REC(t), and softmax is SOFTMAX(x)
-    (the caller defines both: the bf16 bound of rg.py reads each activation
+    rec: every op's output passes through REC(t), softmax is SOFTMAX(x),
+    layernorm LAYERNORM(x, w, b, eps), rmsnorm RMSNORM(x, w, eps) (the caller
+    defines them: the bf16 bound of rg.py reads each activation
     and its gradient, its Monte Carlo arithmetic perturbs them)"""
     L = spec["dims"].get("L", 0)
     out = [TORCH_PRELUDE, "", "def forward(P, tokens, targets):",
@@ -931,6 +932,9 @@ def to_torch(spec, rec=False):
             e = OPS[n["op"]][1](n, [ref(i) for i in n["in"]])
             if rec and n["op"] == "softmax":   # the caller's softmax (rg.py's MCA models the fused attention)
                 e = f"SOFTMAX({ref(n['in'][0])})"
+            if rec and n["op"] in ("layernorm", "rmsnorm"):   # the caller's norms (rg.py's MCA: their backward)
+                i = [ref(x) for x in n["in"]]
+                e = f"{n['op'].upper()}({', '.join(i)}, {n['attr'].get('eps', 1e-5)!r})"
             if rec and n["op"] != "alias":
                 e = f"[REC(y) for y in {e}]" if n["op"] == "split" else f"REC({e})"
             if n["op"] == "split":

@@ -233,7 +233,19 @@ def mca_scale(spec):
     return 2.0 ** -24 * math.sqrt(max(dims))
 
 
-def reference(spec, vals, toks, rows, chunks, dtype="float64", mca=None):
+# A softmax input past 2^24 (SATURATED_SCORE) is beyond float32: rounding a
+# score moves it by 1 or more, its probability by a factor e or more, so
+# which key a saturated row picks is decided by rounding, not by the graph's
+# gradient (seed 100631, 2026-12-05 campaign: scores of 1.6e8 at step 2 after
+# an lr 0.2 step; PyTorch float32 and 8 MCA samples kept float64's pick, the
+# fused attention took another, and p19 moved 2.5e-3 of its step apart).
+# The float64 reference records the first step whose forward has one
+# (reference(sat=...)); compare() checks the losses before it only, and no
+# parameters, and the summary counts such lever runs ("saturated").
+SATURATED_SCORE = 2.0 ** 24
+
+
+def reference(spec, vals, toks, rows, chunks, dtype="float64", mca=None, sat=None):
     """float64 training: each step takes rows*T (+1) tokens; the loss is the
     mean over `chunks` equal row chunks (ranks or micro-batches) of the
     graph's loss on that chunk. AdamW as llm.c / docs (DESIGN.md).
@@ -289,9 +301,63 @@ def reference(spec, vals, toks, rows, chunks, dtype="float64", mca=None):
                 d = (torch.rand(lse.shape, generator=gen_noise, dtype=y.dtype) * 2 - 1) * 2.0 ** -24 * lse
                 p = noisy(y * (1 + d))
                 return p * (g - noisy((g * y).sum(-1, keepdim=True)))
+        class LayerNorm(torch.autograd.Function):
+            """layernorm whose backward carries the roundings inside it that
+            the per-op noise misses: dx = rstd (w g - mean(w g) - xh mean(w g
+            xh)) cancels, so its float32 error is of the order of u |w g| rstd,
+            not of u |dx| (CPU and CUDA kernels form w g, the two means and the
+            difference in float32, as PyTorch does). On rows of a few elements
+            with a small variance the cancellation is deep: seeds 100727,
+            100737 moved p0..p6 by 2-5x PyTorch float32's own distance from
+            float64, and the per-op noise put the step-3 loss at 44x less"""
+            @staticmethod
+            def forward(ctx, x, w, b, eps):
+                mu = x.mean(-1, keepdim=True)
+                rs = torch.rsqrt(((x - mu) ** 2).mean(-1, keepdim=True) + eps)
+                xh = noisy((x - noisy(mu)) * rs)
+                ctx.save_for_backward(xh, rs, w)
+                return xh * w + b
+
+            @staticmethod
+            def backward(ctx, g):
+                xh, rs, w = ctx.saved_tensors
+                dn = noisy(w * g)
+                s1 = noisy(dn.mean(-1, keepdim=True))
+                s2 = noisy((dn * xh).mean(-1, keepdim=True))
+                red = tuple(range(g.dim() - 1))
+                return noisy((dn - s1 - xh * s2) * rs), noisy((g * xh).sum(red)), noisy(g.sum(red)), None
+
+        class RmsNorm(torch.autograd.Function):
+            """rmsnorm, the same way: dx = rs (w g - x rs^2 mean(w g x))"""
+            @staticmethod
+            def forward(ctx, x, w, eps):
+                rs = torch.rsqrt((x * x).mean(-1, keepdim=True) + eps)
+                xh = noisy(x * rs)
+                ctx.save_for_backward(x, rs, w)
+                return xh * w
+
+            @staticmethod
+            def backward(ctx, g):
+                x, rs, w = ctx.saved_tensors
+                dn = noisy(w * g)
+                s2 = noisy((dn * x).mean(-1, keepdim=True))
+                red = tuple(range(g.dim() - 1))
+                return noisy((dn - x * rs * rs * s2) * rs), noisy((g * x * rs).sum(red)), None
         ns["REC"] = rec
         ns["SOFTMAX"] = Softmax.apply
-    exec(gen.to_torch(spec, rec=mca is not None), ns)
+        ns["LAYERNORM"] = LayerNorm.apply
+        ns["RMSNORM"] = RmsNorm.apply
+    big = [0.0]   # sat: the largest finite |softmax input| of the current step's forward
+    if sat is not None and mca is None:
+        def watch(x):
+            f = x.detach()[torch.isfinite(x.detach())]
+            if f.numel():
+                big[0] = max(big[0], float(f.abs().max()))
+            return torch.softmax(x, -1)
+        ns.update(REC=lambda t: t, SOFTMAX=watch,
+                  LAYERNORM=lambda x, w, b, eps: torch.nn.functional.layer_norm(x, (x.shape[-1],), w, b, eps),
+                  RMSNORM=lambda x, w, eps: x / torch.sqrt((x * x).mean(-1, keepdim=True) + eps) * w)
+    exec(gen.to_torch(spec, rec=mca is not None or sat is not None), ns)
     fwd = ns["forward"]
     h = spec["hyper"]
     T = spec["dims"]["T"]
@@ -307,6 +373,8 @@ def reference(spec, vals, toks, rows, chunks, dtype="float64", mca=None):
         inp, tgt = seq[:-1].reshape(rows, T), seq[1:].reshape(rows, T)
         c = rows // chunks
         loss = sum(fwd(P, inp[i * c:(i + 1) * c], tgt[i * c:(i + 1) * c]) for i in range(chunks)) / chunks
+        if sat is not None and big[0] >= SATURATED_SCORE and "step" not in sat:
+            sat["step"] = step
         for p in P.values():
             p.grad = None
         loss.backward()
@@ -353,7 +421,9 @@ def bf16_bound(spec, vals, toks):
             t.retain_grad()
             recs.append(t)
         return t
-    ns = {"REC": rec, "SOFTMAX": lambda x: torch.softmax(x, -1)}
+    ns = {"REC": rec, "SOFTMAX": lambda x: torch.softmax(x, -1),
+          "LAYERNORM": lambda x, w, b, eps: torch.nn.functional.layer_norm(x, (x.shape[-1],), w, b, eps),
+          "RMSNORM": lambda x, w, eps: x / torch.sqrt((x * x).mean(-1, keepdim=True) + eps) * w}
     exec(gen.to_torch(spec, rec=True), ns)
     B, T = spec["dims"]["B"], spec["dims"]["T"]
     P = {p["name"]: torch.tensor(v, dtype=torch.float64, requires_grad=True) for p, v in zip(spec["params"], vals)}
@@ -385,11 +455,13 @@ def compare_bf16(lever, losses, params, spec, vals, toks):
 
 
 def references(spec, vals, toks, rows, chunks):
-    """the float64 reference, and the float32 run of the same program: how
-    far float32 rounding alone moves this graph's results (its conditioning)"""
-    r64 = reference(spec, vals, toks, rows, chunks)
+    """the float64 reference, the float32 run of the same program (how far
+    float32 rounding alone moves this graph's results: its conditioning),
+    and the first step whose forward is beyond float32 (SATURATED_SCORE) or None"""
+    sat = {}
+    r64 = reference(spec, vals, toks, rows, chunks, sat=sat)
     r32 = reference(spec, vals, toks, rows, chunks, "float32")
-    return r64, r32
+    return r64, r32, sat.get("step")
 
 
 # ------------------------------------------------------------------ one graph
@@ -401,6 +473,15 @@ class Fail(Exception):
     def __init__(self, lever, kind, msg):
         super().__init__(f"{lever}: {kind}: {msg}")
         self.lever, self.kind, self.msg = lever, kind, msg
+
+
+class NonFinite(Fail):
+    """the program stopped at `step` on a NaN or inf loss or gradient norm
+    (a crash, unless the float64 reference says that step is beyond float32:
+    SATURATED_SCORE); losses: those it logged before"""
+    def __init__(self, lever, msg, step, losses):
+        super().__init__(lever, "crash", msg)
+        self.step, self.losses = step, losses
 
 
 def known_alias(spec):
@@ -559,11 +640,16 @@ class Runner:
         if ranks > 1:
             args = MPIRUN + ["-np", str(ranks)] + args
         r = subprocess.run(args, capture_output=True, text=True, errors="replace", timeout=300, cwd=d, env=env)
-        if r.returncode != 0:
-            raise Fail(lever, "crash", f"exit {r.returncode}: {(r.stderr or r.stdout).strip()[-400:]}")
         losses = []
-        for line in open(log):
-            losses.append(float(json.loads(line)["loss"]))
+        if os.path.exists(log):
+            for line in open(log):
+                losses.append(float(json.loads(line)["loss"]))
+        if r.returncode != 0:
+            msg = f"exit {r.returncode}: {(r.stderr or r.stdout).strip()[-400:]}"
+            m = re.search(r"error: step (\d+): (?:loss|gradient norm) is (?:nan|inf)", r.stderr or "")
+            if r.returncode == 1 and m:   # the program's stop on a non-finite loss or gradient norm
+                raise NonFinite(lever, msg, int(m.group(1)), losses)
+            raise Fail(lever, "crash", msg)
         return losses, read_ckpt(save, spec), open(save, "rb").read(), open(log).read()
 
     def check(self, spec, levers, r=None, tag="g"):
@@ -604,24 +690,39 @@ class Runner:
                             continue
                         raise Fail(lever, "compile", " | ".join(msg)[-500:])
                     ranks = 2 if lever in MPI_LEVERS else 1
-                    losses, params, bits, logtxt = self.train(d, prog, spec, lever, ranks)
+                    key = {"one": (B, 1), "bf16": (B, 1), "micro": (B, k), "dp": (2 * B, 2)}[kind]
+
+                    def ref(key=key):   # ((rl, rp), r32, sat), computed once per row shape
+                        if key not in refs:
+                            refs[key] = references(spec, vals, toks, *key)
+                        return refs[key]
+
+                    def noise(key=key):
+                        if key not in noises:
+                            noises[key] = noise_scales(spec, vals, toks, *key, *ref(key)[:2])
+                        return noises[key]
+                    try:
+                        losses, params, bits, logtxt = self.train(d, prog, spec, lever, ranks)
+                    except NonFinite as e:   # explained only at or after a step beyond float32
+                        (rl, rp), r32, sat = ref()
+                        if not sat or e.step < sat:
+                            raise
+                        if kind != "bf16":
+                            pad = e.losses[:len(rl)] + [math.nan] * (len(rl) - len(e.losses))
+                            compare(lever, pad, None, rl, rp, vals, spec, r32, noise, sat)
+                        stats.setdefault("saturated", {})[lever] = sat
+                        stats["levers"][lever] = " ".join(flags) or "-"
+                        continue
                     if kind == "bf16":
                         MARGIN.clear()
                         compare_bf16(lever, losses, params, spec, vals, toks)
                         stats["levers"][lever] = " ".join(flags)
                         stats.setdefault("margin", {})[lever] = dict(MARGIN)
                         continue
-                    rows, chunks = {"one": (B, 1), "micro": (B, k), "dp": (2 * B, 2)}[kind]
-                    if (rows, chunks) not in refs:
-                        refs[(rows, chunks)] = references(spec, vals, toks, rows, chunks)
-                    (rl, rp), r32 = refs[(rows, chunks)]
-                    key = (rows, chunks)
-
-                    def noise(key=key):
-                        if key not in noises:
-                            noises[key] = noise_scales(spec, vals, toks, *key, *refs[key])
-                        return noises[key]
-                    compare(lever, losses, params, rl, rp, vals, spec, r32, noise)
+                    (rl, rp), r32, sat = ref()
+                    compare(lever, losses, params, rl, rp, vals, spec, r32, noise, sat)
+                    if sat:
+                        stats.setdefault("saturated", {})[lever] = sat
                     stats.setdefault("margin", {})[lever] = dict(MARGIN)
                     if lever == "default":
                         base_bits = (bits, [l for l in losses])
@@ -654,22 +755,34 @@ def refused(msg):
     return None
 
 
-def compare(lever, losses, params, rl, rp, vals, spec, r32=None, noise=None):
+def finite(x):
+    """a widening of a tolerance that is NaN or inf (the float32 reference or
+    an MCA sample overflowed) widens nothing: 0"""
+    return np.nan_to_num(x, nan=0.0, posinf=0.0, neginf=0.0) if isinstance(x, np.ndarray) else \
+        (x if math.isfinite(x) else 0.0)
+
+
+def compare(lever, losses, params, rl, rp, vals, spec, r32=None, noise=None, sat=None):
     """r32: the float32 reference; COND_FACTOR x its distance from the
     float64 one widens a tolerance where float32 rounding alone moves this
     graph's results more (an ill-conditioned graph: exploding activations).
     noise(): (per-step loss scale, per-parameter element scales) of the
     float32 noise from MCA samples, called only when the one-sample
-    tolerance fails (see COND_FACTOR)"""
+    tolerance fails (see COND_FACTOR). sat: the first step beyond float32
+    (SATURATED_SCORE): only the losses before it are compared, no parameters"""
     l32, p32 = r32 if r32 else (rl, rp)
     MARGIN.clear()
     if len(losses) != len(rl):
         raise Fail(lever, "loss", f"{len(losses)} losses logged, expected {len(rl)}")
+    if not all(math.isfinite(x) for x in losses[:sat - 1 if sat else None]):
+        raise Fail(lever, "loss", f"non-finite losses: {losses}")
     for i, (a, b) in enumerate(zip(losses, rl)):
-        tol = max(LOSS_TOL * max(1.0, abs(b)), COND_FACTOR * abs(l32[i] - b))
+        if sat and i + 1 >= sat:
+            return
+        tol = max(LOSS_TOL * max(1.0, abs(b)), finite(COND_FACTOR * abs(l32[i] - b)))
         how = ""
         if not (abs(a - b) <= tol) and noise is not None:
-            tol = max(tol, COND_FACTOR * noise()[0][i])
+            tol = max(tol, finite(COND_FACTOR * noise()[0][i]))
             how = f" ({MCA_SAMPLES} MCA samples: float32 noise {noise()[0][i]:.3g})"
         STATS["loss"] = max(STATS["loss"], abs(a - b) / tol)
         MARGIN["loss"] = max(MARGIN.get("loss", 0.0), abs(a - b) / tol)
@@ -678,10 +791,10 @@ def compare(lever, losses, params, rl, rp, vals, spec, r32=None, noise=None):
                        f"(|diff| {abs(a - b):.3g} > {tol:.3g}{how}); all: {losses} vs {rl}; float32 reference {l32}")
     for j, (p, a, b, v0, b32) in enumerate(zip(spec["params"], params, rp, vals, p32)):
         moved = float(np.max(np.abs(b - v0))) if b.size else 0.0
-        tol = np.maximum(PARAM_RTOL * moved + 8 * ULP * np.abs(b), COND_FACTOR * np.abs(b32 - b))
+        tol = np.maximum(PARAM_RTOL * moved + 8 * ULP * np.abs(b), finite(COND_FACTOR * np.abs(b32 - b)))
         diff = np.abs(a.astype(np.float64) - b)
         if not np.all(diff <= tol) and noise is not None:
-            tol = np.maximum(tol, COND_FACTOR * noise()[1][j])
+            tol = np.maximum(tol, finite(COND_FACTOR * noise()[1][j]))
         if diff.size:
             STATS["param"] = max(STATS["param"], float(np.max(diff / np.maximum(tol, 1e-300))))
             MARGIN["param"] = max(MARGIN.get("param", 0.0), float(np.max(diff / np.maximum(tol, 1e-300))))
@@ -880,13 +993,14 @@ def cmd_run(a, seeds, levers_for, title):
     if emu.available() and (any(EMU_LEVERS & set(it[3]) for it in items) or reg_emu):
         emu.prepare()     # the emulated runtime's objects, once, before the workers need them
     nfail = nknown = 0
-    ops, lev, nodes, margin = {}, {}, 0, {}
+    ops, lev, nodes, margin, satur = {}, {}, 0, {}, {}
     failed = []
     progress = open(os.path.join(a.work, "graphs.jsonl"), "a") if title == "campaign" else None
     for seed, fs, st, o in pool_map(run_one, items, a.jobs):
         if progress:   # one line per graph as it finishes, so an interrupted chunk still counts
             progress.write(json.dumps({"seed": seed, "fails": fs, "levers": st["levers"], "ops": o,
-                                       "margins": st.get("margin", {})}) + "\n")
+                                       "margins": st.get("margin", {}),
+                                       "saturated": st.get("saturated", {})}) + "\n")
             progress.flush()
         for k, v in o.items():
             ops[k] = ops.get(k, 0) + v
@@ -894,6 +1008,8 @@ def cmd_run(a, seeds, levers_for, title):
         for l, v in st["levers"].items():
             k = l + (" (refused)" if v == "refused" else "")
             lev[k] = lev.get(k, 0) + 1
+        for l in st.get("saturated", {}):   # lever runs compared only before a step beyond float32
+            satur[l] = satur.get(l, 0) + 1
         for l, m in st.get("margin", {}).items():
             for k, v in m.items():
                 margin.setdefault(l, {})[k] = round(max(margin.get(l, {}).get(k, 0.0), v), 4)
@@ -941,6 +1057,7 @@ def cmd_run(a, seeds, levers_for, title):
     summary = {"title": title, "graphs": len(items), "regressions": nreg, "failures": nfail,
                "known": nknown, "ops": nodes, "op_counts": dict(sorted(ops.items())),
                "lever_runs": dict(sorted(lev.items())), "margins": dict(sorted(margin.items())),
+               "saturated": dict(sorted(satur.items())),
                "seconds": round(dt, 1),
                "uncovered_ops": miss}
     print("randgraph summary: " + json.dumps(summary))
