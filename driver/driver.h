@@ -11,6 +11,7 @@
 
 #include <stdint.h>
 #include <stdio.h>
+#include <time.h>
 #include "codegen.h"
 #include "ir.h"
 #include "passes.h"
@@ -86,6 +87,8 @@ const char *human_bytes(char *buf, size_t n, double bytes);
 Graph *driver_split_auto(struct Ast *ast, DriverOptions *o);
 
 /* ---------------------------------------------------------------- main.c */
+/* "24GiB" / "80GB" / "512MiB" / "1000" -> bytes; -1 when malformed */
+long long driver_parse_size(const char *s);
 /* The passes from the AST to a checked plan with the levers of o; NULL
  * after reported errors. */
 Graph *driver_lower(struct Ast *ast, const DriverOptions *o);
@@ -151,12 +154,17 @@ typedef struct NvCache {
     char *dir;          /* the cache directory */
     uint64_t key;       /* the hash of nvcc, its version and the runtime's files */
     int verbose;
+    time_t opened;      /* objects this build used have this mtime or later */
 } NvCache;
 /* Opens the cache: $GCOMPILE_CACHE ("" or "off": no cache), else
  * $XDG_CACHE_HOME/gcompile, else $HOME/.cache/gcompile, created if missing
  * (0755); hashes `nvcc --version` and every file of rtdir and rtdir/cuda.
  * 0, or -1 (with a note under verbose) when off or not creatable. */
 int nvcache_open(NvCache *c, const char *nvcc, const char *rtdir, int verbose);
+/* Closes the cache, after removing the least recently used objects (by
+ * mtime: a hit touches its object) while the objects add up to more than
+ * $GCOMPILE_CACHE_MAX (a size as --mem takes; default 1 GiB; "off": no
+ * limit), never one this build used. */
 void nvcache_close(NvCache *c);
 /* The object of `flags... -c src` (flags NULL-terminated, flags[0] nvcc) into
  * *obj (the caller frees): a cached one, or compiled now into a temporary in

@@ -146,15 +146,17 @@ static void usage(FILE *f)
         "      --nvcc CMD         CUDA compiler for --target cuda (default: nvcc); the\n"
         "                         CUDA runtime's objects are compiled once and cached in\n"
         "                         $GCOMPILE_CACHE (\"off\": no cache), else\n"
-        "                         $XDG_CACHE_HOME/gcompile, else ~/.cache/gcompile\n"
+        "                         $XDG_CACHE_HOME/gcompile, else ~/.cache/gcompile;\n"
+        "                         the least recently used objects go when it holds\n"
+        "                         more than $GCOMPILE_CACHE_MAX (default 1GiB, \"off\":\n"
+        "                         no limit)\n"
         "  -v, --verbose          show the build command and pass timings\n"
         "  -h, --help             this text\n"
         "      --version          print the version\n",
         f);
 }
 
-/* "24GiB" / "80GB" / "512MiB" / "1000" -> bytes; -1 when malformed */
-static long long parse_size(const char *s)
+long long driver_parse_size(const char *s)
 {
     char *end;
     errno = 0;
@@ -298,7 +300,7 @@ static int parse_args(int argc, char **argv, DriverOptions *o)
             o->emit.precision = optarg;
             break;
         case O_MEM: {
-            long long b = parse_size(optarg);
+            long long b = driver_parse_size(optarg);
             if (b <= 0) {
                 fprintf(stderr, "gcompile: error: --mem: bad size '%s' (e.g. 24GiB, 80GB, 512MiB)\n", optarg);
                 return 1;

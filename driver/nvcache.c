@@ -4,7 +4,9 @@
  * named by a hash of everything that can change it, and linked with train.cu.
  * A hit is an existing file; a miss compiles into a temporary directory in the
  * cache and renames the object into place, so a reader never sees a partial
- * object and two gcompile processes racing both succeed. */
+ * object and two gcompile processes racing both succeed. The cache keeps
+ * under $GCOMPILE_CACHE_MAX: closing removes the least recently used
+ * objects (a hit touches its object), never one this build used. */
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -14,6 +16,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "driver.h"
@@ -139,6 +142,7 @@ int nvcache_open(NvCache *c, const char *nvcc, const char *rtdir, int verbose)
 {
     memset(c, 0, sizeof *c);
     c->verbose = verbose;
+    c->opened = time(NULL) - 1;   /* whole seconds: an object touched or written from now on is newer */
     c->dir = cache_path();
     if (!c->dir) {
         if (verbose)
@@ -167,8 +171,82 @@ int nvcache_open(NvCache *c, const char *nvcc, const char *rtdir, int verbose)
     return 0;
 }
 
+/* ---- the size limit ---- */
+
+enum { CACHE_MAX_DEFAULT = 1 << 30 };
+
+/* $GCOMPILE_CACHE_MAX in bytes; -1: no limit ("off") */
+static long long cache_limit(void)
+{
+    const char *e = getenv("GCOMPILE_CACHE_MAX");
+    if (!e || !*e)
+        return CACHE_MAX_DEFAULT;
+    if (!strcmp(e, "off"))
+        return -1;
+    long long b = driver_parse_size(e);
+    if (b < 0) {
+        fprintf(stderr, "gcompile: warning: GCOMPILE_CACHE_MAX='%s' is not a size (e.g. 2GiB, 500MB, or off); "
+                        "the cache keeps under 1GiB\n", e);
+        return CACHE_MAX_DEFAULT;
+    }
+    return b;
+}
+
+typedef struct Entry { char *path; long long size; time_t mtime; } Entry;
+
+static int by_age(const void *a, const void *b)
+{
+    const Entry *x = a, *y = b;
+    return x->mtime < y->mtime ? -1 : x->mtime > y->mtime ? 1 : strcmp(x->path, y->path);
+}
+
+/* Removes the oldest objects (and their .err) older than c->opened while
+ * the objects add up to more than the limit. */
+static void prune(const NvCache *c)
+{
+    long long limit = cache_limit();
+    DIR *d = limit >= 0 ? opendir(c->dir) : NULL;
+    if (!d)
+        return;
+    Entry *e = NULL;
+    size_t n = 0, cap = 0;
+    long long total = 0;
+    for (struct dirent *de; (de = readdir(d));) {
+        size_t len = strlen(de->d_name);
+        struct stat st;
+        char *path = xasprintf("%s/%s", c->dir, de->d_name);
+        if (len > 2 && !strcmp(de->d_name + len - 2, ".o") && stat(path, &st) == 0 && S_ISREG(st.st_mode)) {
+            if (n == cap)
+                e = xrealloc(e, (cap = cap ? 2 * cap : 32) * sizeof *e);
+            e[n++] = (Entry){path, (long long)st.st_size, st.st_mtime};
+            total += st.st_size;
+        } else {
+            free(path);
+        }
+    }
+    closedir(d);
+    qsort(e, n, sizeof *e, by_age);
+    long long freed = 0;
+    int removed = 0;
+    for (size_t i = 0; i < n && total > limit && e[i].mtime < c->opened; i++)
+        if (unlink(e[i].path) == 0 || errno == ENOENT) {   /* ENOENT: another gcompile pruned it */
+            char *err = xasprintf("%.*s.err", (int)(strlen(e[i].path) - 2), e[i].path);
+            unlink(err);
+            free(err);
+            total -= e[i].size, freed += e[i].size, removed++;
+        }
+    if (c->verbose && removed)
+        fprintf(stderr, "gcompile: cache: removed %d least recently used object%s (%.1f MiB) to keep under %.1f MiB\n",
+                removed, removed == 1 ? "" : "s", freed / 1048576.0, limit / 1048576.0);
+    for (size_t i = 0; i < n; i++)
+        free(e[i].path);
+    free(e);
+}
+
 void nvcache_close(NvCache *c)
 {
+    if (c->dir)
+        prune(c);
     free(c->dir);
     c->dir = NULL;
 }
@@ -281,8 +359,10 @@ int nvcache_object(const NvCache *c, char **flags, const char *src, char **obj)
     int rc = 0, hit = is_object(*obj), fd = -1;
     if (!hit && (fd = lock_file(lock)) >= 0)
         hit = is_object(*obj);   /* compiled by the holder we waited for */
-    if (hit)
+    if (hit) {
         replay(kept);
+        utimensat(AT_FDCWD, *obj, NULL, 0);   /* recently used: the last to be pruned */
+    }
     else
         rc = compile_into(c, flags, src, stem, name);
     if (fd >= 0) {

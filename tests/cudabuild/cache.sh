@@ -15,7 +15,9 @@
 #   cannot be created builds without it; XDG_CACHE_HOME and HOME are the
 #   fallbacks; two builds racing on one miss both succeed, no temporary left;
 #   a split program's comm_nccl.cu has its own object with MPI's flags;
-#   nvcc's messages on a miss are shown again on each hit.
+#   nvcc's messages on a miss are shown again on each hit; past
+#   GCOMPILE_CACHE_MAX the least recently used objects go (a hit touches its
+#   object), never this build's; "off" keeps all; a bad value warns.
 # usage: cache.sh GCOMPILE GRAPH WORKDIR [SHARED]
 # exit 77 (skipped) without nvcc.
 set -u
@@ -158,4 +160,36 @@ wait $p1 || fail "the first racing build"
 wait $p2 || fail "the second racing build"
 [ "$(names r1.txt)" = "$(names r2.txt)" ] || fail "the racing builds named other objects"
 [ "$(ls -a "$rc" | grep -vc '^\.\.\?$')" -eq 2 ] || fail "the race left more than two files: $(ls -a "$rc")"
+# ---- the size limit: the least recently used objects go, never the ones this build used
+lc=$dir/limit
+build "$lc" l1 --gpu-arch sm_90
+mine=$(cd "$lc" && ls *.o)
+cur=$(cat "$lc"/*.o | wc -c)   # this build's two objects
+for i in 1 2 3; do   # older objects, 3000 bytes each, the first the least recently used
+    head -c 3000 /dev/zero >"$lc/old$i-000000000000000$i.o"
+    touch -d "$((4 - i)) days ago" "$lc/old$i-000000000000000$i.o"
+done
+echo "old warning" >"$lc/old1-0000000000000001.err"
+age() { (cd "$lc" && touch -d "6 days ago" $mine); }   # this build's objects older than all: a hit must protect them
+age
+(GCOMPILE_CACHE_MAX=off build "$lc" l2 --gpu-arch sm_90) || exit 1
+[ "$(ls "$lc"/*.o | wc -l)" -eq 5 ] || fail "GCOMPILE_CACHE_MAX=off removed objects: $(ls "$lc")"
+grep -q "removed" l2.txt && fail "GCOMPILE_CACHE_MAX=off: a removal reported"
+age
+(GCOMPILE_CACHE_MAX=$((cur + 3500)) build "$lc" l3 --gpu-arch sm_90) || exit 1
+[ "$(grep -c ': hit ' l3.txt)" -eq 2 ] || fail "the size-limited build missed"
+grep -q "^gcompile: cache: removed 2 least recently used objects (0.0 MiB) to keep under 0.0 MiB$" l3.txt ||
+    { cat l3.txt; fail "no line on the removal"; }
+left=$(cd "$lc" && ls | tr '\n' ' ')
+for f in $mine old3-0000000000000003.o; do
+    [ -f "$lc/$f" ] || fail "the limit removed $f (left: $left)"
+done
+for f in old1-0000000000000001.o old1-0000000000000001.err old2-0000000000000002.o; do
+    [ -e "$lc/$f" ] && fail "the limit kept $f, least recently used (left: $left)"
+done
+age
+(GCOMPILE_CACHE_MAX=1 build "$lc" l4 --gpu-arch sm_90) || exit 1
+[ "$(cd "$lc" && ls | tr '\n' ' ')" = "$(echo $mine) " ] || fail "a 1-byte limit: $(ls "$lc"), want only $mine"
+(GCOMPILE_CACHE_MAX=lots build "$lc" l5 --gpu-arch sm_90) || exit 1
+grep -q "^gcompile: warning: GCOMPILE_CACHE_MAX='lots' is not a size" l5.txt || { cat l5.txt; fail "no warning on a bad limit"; }
 echo "ok: cache ($first)"
