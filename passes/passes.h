@@ -125,7 +125,10 @@ typedef enum RecomputeChoice {
  * the originals die at their last forward use. Bit-identical results. Run
  * after autodiff, fuse, precision, split_updates; before schedule. */
 void pass_recompute(Graph *g, const RecomputeChoice *choice, int nlayers);
-/* 1 + the largest op->layer (0 when the graph has no layers). */
+/* 1 + the largest op->layer (0 when the graph has no layers), dead ops
+ * included: a layer whose ops were all fused into ops outside the loop (a
+ * one-op body `x = x + t` feeding a layernorm after the loop) is still one
+ * of the layers --recompute LIST names (randgraph seed 101824). */
 int graph_layers(const Graph *g);
 /* 1 when op is cheap to recompute: few FLOPs per output element (elementwise,
  * normalisation, softmax, permute) or a batched (attention) matmul. */

@@ -42,7 +42,7 @@ int graph_layers(const Graph *g)
 {
     int n = 0;
     for (int o = 0; o < g->nops; o++)
-        if (!g->ops[o].dead && g->ops[o].layer + 1 > n)
+        if (g->ops[o].layer + 1 > n)
             n = g->ops[o].layer + 1;
     return n;
 }
