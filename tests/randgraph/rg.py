@@ -671,6 +671,10 @@ class Runner:
             m = re.search(r"error: step (\d+): (?:loss|gradient norm) is (?:nan|inf)", r.stderr or "")
             if r.returncode == 1 and m:   # the program's stop on a non-finite loss or gradient norm
                 raise NonFinite(lever, msg, int(m.group(1)), losses)
+            # the save's refusal of non-finite parameters: the last update made them (an earlier
+            # one would have made a later loss non-finite), so the last step (seed 103535)
+            if r.returncode == 1 and re.search(r"not written: the parameters: .* is (?:nan|inf)", r.stderr or ""):
+                raise NonFinite(lever, msg, h["steps"], losses)
             raise Fail(lever, "crash", msg)
         return losses, read_ckpt(save, spec), open(save, "rb").read(), open(log).read()
 
