@@ -217,6 +217,15 @@ MUTATE = (os.environ["RG_MUTATE"].split(":")[0], float(os.environ["RG_MUTATE"].s
     if os.environ.get("RG_MUTATE") else None
 
 
+def plain_norms():
+    """LAYERNORM and RMSNORM for gen.to_torch(rec=True) without noise: the
+    float64 reference's own forms (gen.OPS), for the callers that watch or
+    record op results (the saturation watch, bf16_bound)"""
+    torch = torch_mod()
+    return {"LAYERNORM": lambda x, w, b, eps: torch.nn.functional.layer_norm(x, (x.shape[-1],), w, b, eps),
+            "RMSNORM": lambda x, w, eps: x / torch.sqrt((x * x).mean(-1, keepdim=True) + eps) * w}
+
+
 def mca_scale(spec):
     """the relative size of one float32 rounding error of an op's result in a
     Monte Carlo arithmetic sample: the unit roundoff 2^-24 times sqrt(K),
@@ -375,9 +384,7 @@ def reference(spec, vals, toks, rows, chunks, dtype="float64", mca=None, sat=Non
         def value(t):
             big[1] = max(big[1], top(t))
             return t
-        ns.update(REC=value, SOFTMAX=watch,
-                  LAYERNORM=lambda x, w, b, eps: torch.nn.functional.layer_norm(x, (x.shape[-1],), w, b, eps),
-                  RMSNORM=lambda x, w, eps: x / torch.sqrt((x * x).mean(-1, keepdim=True) + eps) * w)
+        ns.update(REC=value, SOFTMAX=watch, **plain_norms())
     exec(gen.to_torch(spec, rec=mca is not None or sat is not None), ns)
     fwd = ns["forward"]
     h = spec["hyper"]
@@ -443,9 +450,7 @@ def bf16_bound(spec, vals, toks):
             t.retain_grad()
             recs.append(t)
         return t
-    ns = {"REC": rec, "SOFTMAX": lambda x: torch.softmax(x, -1),
-          "LAYERNORM": lambda x, w, b, eps: torch.nn.functional.layer_norm(x, (x.shape[-1],), w, b, eps),
-          "RMSNORM": lambda x, w, eps: x / torch.sqrt((x * x).mean(-1, keepdim=True) + eps) * w}
+    ns = {"REC": rec, "SOFTMAX": lambda x: torch.softmax(x, -1), **plain_norms()}
     exec(gen.to_torch(spec, rec=True), ns)
     B, T = spec["dims"]["B"], spec["dims"]["T"]
     P = {p["name"]: torch.tensor(v, dtype=torch.float64, requires_grad=True) for p, v in zip(spec["params"], vals)}
