@@ -18,7 +18,8 @@
  * Backward: one work item per (batch, head). For each block of query rows
  * and each key chunk at or below it, the scores are recomputed from q, k and
  * the saved lse (p = exp(s - lse)), dp = dy v^T, ds = p (dp - D) scale with
- * D = rowsum(dy * y), and then dq += ds k, dk += ds^T q, dv += p^T dy
+ * D = sum(p dp) / sum(p) over the row (see bwd_head), and then dq += ds k,
+ * dk += ds^T q, dv += p^T dy
  * straight into dx (the rows of one head belong to one item, so no two
  * threads write the same element). Summation orders depend on the sizes
  * only, never on the thread count: the results are bit-reproducible.
@@ -151,46 +152,91 @@ void gc_attention_fwd(gc_real *y, gc_real *lse, const gc_real *x, const long *ge
     }
 }
 
-/* One backward row of a chunk: s (scores) becomes p = exp(scale s - lse),
- * dp becomes ds = p (dp - D) scale; both 0 past valid. */
-ATT_CLONES static void bwd_row(gc_real *s, gc_real *dp, long valid, long nc, gc_real scale, gc_real lse, gc_real D)
+/* The backward's first half for one row of a chunk: s (scores) becomes
+ * p = exp(scale s - lse) (0 past valid); when pdp is not NULL, adds
+ * sum(p * dp) to *pdp and sum(p) to *psum over the valid keys. */
+ATT_CLONES static void bwd_probs(gc_real *s, const gc_real *dp, long valid, long nc, gc_real scale, gc_real lse,
+                                 gc_real *pdp, gc_real *psum)
 {
+    gc_real a = 0, b = 0;
     for (long c = 0; c < valid; c++) {
         gc_real p = gcrt_exp_nonpos(s[c] * scale - lse);
         s[c] = p;
-        dp[c] = p * (dp[c] - D) * scale;
+        a += p * dp[c];
+        b += p;
     }
     for (long c = valid; c < nc; c++)
-        s[c] = 0, dp[c] = 0;
+        s[c] = 0;
+    if (pdp)
+        *pdp += a, *psum += b;
 }
 
-/* One backward item: head (b, h); s, dp: ABR x AKC scratch each. */
-static void bwd_head(gc_real *dx, const gc_real *dy, const gc_real *x, const gc_real *y, const gc_real *lse,
-                     const Geom *G, long b, long h, gc_real scale, int acc, gc_real *D, gc_real *s, gc_real *dp)
+/* The second half: dp becomes ds = p (dp - D) scale (0 past valid). */
+ATT_CLONES static void bwd_ds(const gc_real *p, gc_real *dp, long valid, long nc, gc_real scale, gc_real D)
+{
+    for (long c = 0; c < valid; c++)
+        dp[c] = p[c] * (dp[c] - D) * scale;
+    for (long c = valid; c < nc; c++)
+        dp[c] = 0;
+}
+
+/* s = q k^T and dp = dy v^T for rows [r0, r0 + nr), keys [c0, c0 + nc) */
+static void bwd_scores(gc_real *s, gc_real *dp, const gc_real *q, const gc_real *k, const gc_real *v,
+                       const gc_real *dyh, const Geom *G, long r0, long nr, long c0, long nc)
+{
+    long hs = G->hs, st = G->st, ot = G->ot;
+    gcrt_gemm_one(s, q + r0 * st, k + c0 * st, nr, nc, hs, st, st, nc, 0, 1, 0);       /* s = q k^T */
+    gcrt_gemm_one(dp, dyh + r0 * ot, v + c0 * st, nr, nc, hs, ot, st, nc, 0, 1, 0);   /* dp = dy v^T */
+}
+
+/* One backward item: head (b, h); s, dp: ABR x AKC scratch each.
+ * D of a row is sum(p dp) / sum(p) over all its keys, from the p and dp
+ * this kernel computes, not rowsum(dy * y) (FlashAttention-2's form, which
+ * the CUDA kernels keep): on a saturated row (one p = 1) the exact
+ * ds = p (dp - D) is ~0, and D from the stored output y differs from that
+ * key's dp by a rounding of the order of u |dy| |v|, which dq gets times
+ * |k| (random-graph seeds 100092, 105250). Dividing by sum(p) removes lse's
+ * rounding (p = exp(s - lse) sums to 1 only within 2^-24 |lse|). So every
+ * key chunk of a block is seen before its ds: a block of more than one
+ * chunk computes s and dp of the chunks before its last twice, once for D
+ * (T = 1024: 8 GEMMs more to the 60). */
+static void bwd_head(gc_real *dx, const gc_real *dy, const gc_real *x, const gc_real *lse, const Geom *G, long b,
+                     long h, gc_real scale, int acc, gc_real *s, gc_real *dp)
 {
     long hs = G->hs, T = G->T, st = G->st, ot = G->ot;
     long hoff = b * G->sb + h * G->sh, yoff = b * G->ob + h * G->oh;
     const gc_real *q = x + hoff, *k = q + G->koff, *v = q + G->voff, *dyh = dy + yoff;
     gc_real *dq = dx + hoff, *dk = dq + G->koff, *dv = dq + G->voff;
     const gc_real *l = lse + (b * G->NH + h) * T;
-    for (long t = 0; t < T; t++) {
-        const gc_real *yr = y + yoff + t * ot, *dyr = dyh + t * ot;
-        gc_real sum = 0;
-        for (long d = 0; d < hs; d++)
-            sum += yr[d] * dyr[d];
-        D[t] = sum;
-        if (!acc)
+    gc_real pdp[ABR], psum[ABR], D[ABR];
+    if (!acc)
+        for (long t = 0; t < T; t++)
             for (long d = 0; d < hs; d++)
                 dq[t * st + d] = dk[t * st + d] = dv[t * st + d] = 0;
-    }
     for (long r0 = 0; r0 < T; r0 += ABR) {
         long nr = T - r0 < ABR ? T - r0 : ABR, r1 = r0 + nr;
-        for (long c0 = 0; c0 < r1; c0 += AKC) {
+        long last = (r1 - 1) / AKC * AKC;   /* the block's last key chunk */
+        for (long r = 0; r < nr; r++)
+            pdp[r] = psum[r] = 0;
+        for (long c0 = 0; c0 <= last; c0 += AKC) {   /* D: every chunk; the last one stays in s, dp */
             long nc = r1 - c0 < AKC ? r1 - c0 : AKC;
-            gcrt_gemm_one(s, q + r0 * st, k + c0 * st, nr, nc, hs, st, st, nc, 0, 1, 0);       /* s = q k^T */
-            gcrt_gemm_one(dp, dyh + r0 * ot, v + c0 * st, nr, nc, hs, ot, st, nc, 0, 1, 0);   /* dp = dy v^T */
+            bwd_scores(s, dp, q, k, v, dyh, G, r0, nr, c0, nc);
             for (long r = 0; r < nr; r++)
-                bwd_row(s + r * nc, dp + r * nc, valid_keys(r0 + r, c0, nc), nc, scale, l[r0 + r], D[r0 + r]);
+                bwd_probs(s + r * nc, dp + r * nc, valid_keys(r0 + r, c0, nc), nc, scale, l[r0 + r], &pdp[r],
+                          &psum[r]);
+        }
+        for (long r = 0; r < nr; r++)
+            D[r] = psum[r] > 0 ? pdp[r] / psum[r] : 0;
+        for (long c0 = last; c0 >= 0; c0 -= AKC) {   /* the last chunk first: its s and dp are at hand */
+            long nc = r1 - c0 < AKC ? r1 - c0 : AKC;
+            if (c0 != last) {
+                bwd_scores(s, dp, q, k, v, dyh, G, r0, nr, c0, nc);
+                for (long r = 0; r < nr; r++)
+                    bwd_probs(s + r * nc, dp + r * nc, valid_keys(r0 + r, c0, nc), nc, scale, l[r0 + r], NULL,
+                              NULL);
+            }
+            for (long r = 0; r < nr; r++)
+                bwd_ds(s + r * nc, dp + r * nc, valid_keys(r0 + r, c0, nc), nc, scale, D[r]);
             gcrt_gemm_one(dq + r0 * st, dp, k + c0 * st, nr, hs, nc, nc, st, st, 0, 0, 1);    /* dq += ds k */
             gcrt_gemm_one(dk + c0 * st, dp, q + r0 * st, nc, hs, nr, nc, st, st, 1, 0, 1);    /* dk += ds^T q */
             gcrt_gemm_one(dv + c0 * st, s, dyh + r0 * ot, nc, hs, nr, nc, ot, st, 1, 0, 1);   /* dv += p^T dy */
@@ -201,17 +247,15 @@ static void bwd_head(gc_real *dx, const gc_real *dy, const gc_real *x, const gc_
 void gc_attention_bwd(gc_real *dx, const gc_real *dy, const gc_real *x, const gc_real *y, const gc_real *lse,
                       const long *geom, float scale, int acc)
 {
+    (void)y;   /* D comes from p and dp (bwd_head); y is the CUDA kernels' */
     Geom G = geom_of(geom);
     long items = G.B * G.NH;
-    gc_real *D = att_alloc((size_t)(items * G.T) * sizeof *D);
     #pragma omp parallel if (items > 1 && G.T * G.T * G.hs >= 32768)
     {
         gc_real *s = att_alloc(sizeof(gc_real) * 2 * ABR * AKC);
         #pragma omp for schedule(dynamic, 1)
         for (long it = 0; it < items; it++)
-            bwd_head(dx, dy, x, y, lse, &G, it / G.NH, it % G.NH, (gc_real)scale, acc & 1, D + it * G.T, s,
-                     s + ABR * AKC);
+            bwd_head(dx, dy, x, lse, &G, it / G.NH, it % G.NH, (gc_real)scale, acc & 1, s, s + ABR * AKC);
         free(s);
     }
-    free(D);
 }

@@ -2,10 +2,11 @@
  * key/value heads (gc_runtime.h, section "attention_gqa_cpu.c /
  * attention_gqa_cuda.cu"), never storing the T x T scores: per query row an
  * online softmax over its keys (forward), the probabilities recomputed from
- * the saved log-sum-exp (backward). Sums in double, rounded once; the
- * backward runs one (batch, kv head) per thread (its query heads' dq rows
- * and its dk, dv rows are that thread's alone): deterministic for any thread
- * count. Plain loops, no tiles: correct on any shape, not tuned. */
+ * the saved log-sum-exp (backward) with D = sum(p dp) / sum(p) per row.
+ * Sums in double, rounded once; the backward runs one (batch, kv head) per
+ * thread (its query heads' dq rows and its dk, dv rows are that thread's
+ * alone): deterministic for any thread count. Plain loops, no tiles: correct
+ * on any shape, not tuned. */
 #include <math.h>
 #include <omp.h>
 #include <stdio.h>
@@ -73,13 +74,15 @@ void gc_attention_gqa_bwd(gc_real *dq, gc_real *dk, gc_real *dv, const gc_real *
                           const gc_real *k, const gc_real *v, const gc_real *y, const gc_real *lse, long B, long NH,
                           long NKV, long T, long hs, int heads_out, float scale, int acc)
 {
+    (void)y;   /* D comes from p and dp; y is the CUDA kernels' */
     long group = NH / NKV;
     #pragma omp parallel
     {
         double *gk = malloc((size_t)(T * hs > 0 ? T * hs : 1) * sizeof *gk);
         double *gv = malloc((size_t)(T * hs > 0 ? T * hs : 1) * sizeof *gv);
         double *gq = malloc((size_t)(hs > 0 ? hs : 1) * sizeof *gq);
-        if (!gk || !gv || !gq) {
+        double *pr = malloc((size_t)(T > 0 ? 2 * T : 1) * sizeof *pr), *dpr = pr + T;   /* one row's p, dp */
+        if (!gk || !gv || !gq || !pr) {
             fprintf(stderr, "error: out of host memory in attention\n");
             exit(1);
         }
@@ -93,12 +96,20 @@ void gc_attention_gqa_bwd(gc_real *dq, gc_real *dk, gc_real *dv, const gc_real *
                 for (long t = 0; t < T; t++) {
                     long r = (b * NH + h) * T + t, yo = y_row(b, h, t, NH, T, hs, heads_out);
                     const gc_real *qr = q + r * hs, *gy = dy + yo;
-                    double D = dot(gy, y + yo, hs), L = (double)lse[r];
+                    double L = (double)lse[r], pdp = 0.0, psum = 0.0;
+                    for (long j = 0; j <= t; j++) {
+                        pr[j] = exp((double)scale * dot(qr, kb + j * hs, hs) - L);
+                        dpr[j] = dot(gy, vb + j * hs, hs);
+                        pdp += pr[j] * dpr[j];
+                        psum += pr[j];
+                    }
+                    /* D from this row's own p and dp, not rowsum(dy * y): see
+                     * attention_cpu.c's bwd_head (saturated rows) */
+                    double D = psum > 0 ? pdp / psum : 0.0;
                     for (long i = 0; i < hs; i++)
                         gq[i] = 0.0;
                     for (long j = 0; j <= t; j++) {
-                        double p = exp((double)scale * dot(qr, kb + j * hs, hs) - L);
-                        double ds = p * (dot(gy, vb + j * hs, hs) - D) * (double)scale;
+                        double p = pr[j], ds = p * (dpr[j] - D) * (double)scale;
                         for (long i = 0; i < hs; i++) {
                             gq[i] += ds * (double)kb[j * hs + i];
                             gk[j * hs + i] += ds * (double)qr[i];
@@ -117,5 +128,6 @@ void gc_attention_gqa_bwd(gc_real *dq, gc_real *dk, gc_real *dv, const gc_real *
         free(gk);
         free(gv);
         free(gq);
+        free(pr);
     }
 }

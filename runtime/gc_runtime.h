@@ -291,7 +291,12 @@ extern const gc_comm gc_comm_group;
 #define GC_ATTENTION_MAXHS 128
 void gc_attention_fwd(gc_real *y, gc_real *lse, const gc_real *x, const long *geom, float scale);
 /* dq, dk, dv (+)= the gradients of y given dy, written into dx (x's layout:
- * the same strides and offsets); scores recomputed tile by tile from lse. */
+ * the same strides and offsets); scores recomputed tile by tile from lse.
+ * ds = p (dp - D) scale: the CUDA kernels take D = rowsum(dy y) from y, the
+ * CPU ones D = sum(p dp) / sum(p) from their own p and dp (y unused), which
+ * stays ~0 on a saturated row where the first leaves a rounding of the
+ * order of u |dy| |v| (attention_cpu.c, bwd_head). The same holds for
+ * gc_attention_gqa_bwd. */
 void gc_attention_bwd(gc_real *dx, const gc_real *dy, const gc_real *x, const gc_real *y, const gc_real *lse,
                       const long *geom, float scale, int acc);
 

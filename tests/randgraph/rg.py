@@ -302,10 +302,12 @@ def reference(spec, vals, toks, rows, chunks, dtype="float64", mca=None, sat=Non
             the per-op noise above misses (every softmax gets them, fused or
             not): D = rowsum(g * y) is a reduction of its own, so it is an op
             result with its own error, which does not cancel against g's (the
-            fused attention computes D = rowsum(dy * y) from the stored output,
-            dp = dy v^T separately; on a saturated row, p = 1, the exact
-            p (g - D) is ~0, the rounded one of the order of u |D|, and dq
-            gets it times |k|: seeds 100092, 100191, where scores reach 1e4);
+            fused CUDA attention computes D = rowsum(dy * y) from the stored
+            output, dp = dy v^T separately; on a saturated row, p = 1, the
+            exact p (g - D) is ~0, the rounded one of the order of u |D|, and
+            dq gets it times |k|: seeds 100092, 100191, where scores reach
+            1e4; the CPU kernels take D = sum(p dp) / sum(p) since seed
+            105250, whose error is smaller);
             and the fused attention's backward recomputes p = exp(s - lse)
             from one fp32 lse per row (FlashAttention's scheme, ours on CPU
             and CUDA), so lse's rounding scales every p of the row by the
