@@ -570,8 +570,9 @@ static void test_attention(void)
     att_case(1, 1, 1, 1, 1, 100);
     att_case(2, 3, 5, 4, 0, 400);
     att_case(1, 2, 37, 12, 1, 300);     /* T, hs: no multiple of a tile */
-    att_case(2, 2, 97, 12, 1, 200);     /* several key tiles (64) and row blocks (32) */
-    att_case(1, 1, 130, 64, 0, 120);
+    att_case(2, 2, 97, 12, 1, 200);
+    att_case(1, 1, 130, 64, 0, 120);    /* two row blocks (ABR = 128) */
+    att_case(1, 1, 600, 4, 1, 80);      /* blocks of two key chunks (AKC = 512): D from both */
 }
 
 /* ------------------------------------------------------------------ classifier */
