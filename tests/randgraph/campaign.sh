@@ -2,7 +2,8 @@
 # Long runs of the random-graph differential tester (issue 20): chunks of
 # graphs, every single-process lever on each, the MPI levers (dp2, zero3,
 # tp=2) on every M-th; one JSON summary line per chunk appended to LOG.
-# Restartable: a chunk whose summary is in LOG is not run again. RG_MAX_SHRINK
+# Restartable: a chunk whose summary is in LOG is not run again. Each line
+# names the commit of the tree the tester ran from ("commit"). RG_MAX_SHRINK
 # (default 2): failures shrunk per chunk (the others are listed with their seed).
 # RG_SAMPLE=N: each graph runs default plus N sampled single-process levers
 # (default 0: all of them); RG_EMU_EVERY=M, RG_BF16_EVERY=M: every M-th graph
@@ -37,6 +38,7 @@ PY
 fi
 gc=$1 work=$2 log=$3 first=${4:-100000} chunks=${5:-40} chunk=${6:-500} mpi=${7:-25} jobs=${8:-2}
 here=$(dirname "$0")
+rev=$(git -C "$here" rev-parse --short HEAD 2>/dev/null || echo unknown)   # the tester's and, run from one tree, gcompile's
 i=0
 while [ "$i" -lt "$chunks" ]; do
     s=$((first + i * chunk))
@@ -48,7 +50,7 @@ while [ "$i" -lt "$chunks" ]; do
         echo "$out" | grep -v '^randgraph summary: ' >"$work/chunk_$s.txt"
         line=$(echo "$out" | sed -n 's/^randgraph summary: //p')
         [ -n "$line" ] || { echo "chunk $s: no summary (exit $rc); see $work/chunk_$s.txt"; exit 1; }
-        echo "{\"first\": $s, \"count\": $chunk, \"exit\": $rc, \"summary\": $line}" >>"$log"
+        echo "{\"first\": $s, \"count\": $chunk, \"exit\": $rc, \"commit\": \"$rev\", \"summary\": $line}" >>"$log"
         [ "$rc" -eq 0 ] || echo "chunk $s: failures, see $work/chunk_$s.txt"
     fi
     i=$((i + 1))
