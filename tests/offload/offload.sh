@@ -239,15 +239,18 @@ auto)   # --offload auto (the default under --mem): the search weighs offload wi
     "$gc" "$graph" --config gpt2_1558M -D B=8 -D T=1024 --mem 40GiB --emit plan-text | grep '^strategy' >a.txt
     "$gc" "$graph" --config gpt2_1558M -D B=8 -D T=1024 --mem 40GiB --offload none --emit plan-text | grep '^strategy' >b.txt
     cmp -s a.txt b.txt || { cat a.txt b.txt; fail "1558M at 40 GiB: auto offloads what fits without"; }
-    # tiny GPT-2 on the CPU target at budgets where auto offloads: the programs (poisoned) train as the plain one
-    compile t_ref --recompute none
-    run t_ref --steps 4 >ref.txt
+    # tiny GPT-2 on the CPU target at budgets where auto offloads: the programs (poisoned) train as the plain
+    # one with the same micro-batch count (K micro-batches sum the gradient in another order: 2000000 takes 2)
     for m in 2500000 2000000; do
         "$gc" "$graph" --config tiny --target cpu --mem $m --emit plan-text | grep '^strategy' >s.txt || fail "--mem $m"
         grep -q '| offload ' s.txt || { cat s.txt; fail "--mem $m: expected offload (the test needs it)"; }
+        k=$(sed -n 's/.* | \([0-9]*\) micro-batch.*/\1/p' s.txt)
+        [ -n "$k" ] || { cat s.txt; fail "--mem $m: no micro-batch count in the strategy"; }
+        compile t_ref --recompute none --offload none --micro-batches "$k"
+        run t_ref --steps 4 >ref.txt
         compile t_m --mem $m --poison
         run t_m --steps 4 >m.txt
-        same "auto --mem $m ($(sed 's/.*micro-batch[es]* | //; s/ | predicted.*//' s.txt))" ref.txt m.txt
+        same "auto --mem $m ($(sed 's/.*micro-batch[es]* | //; s/ | predicted.*//' s.txt); $k micro-batches)" ref.txt m.txt
     done
     # the sweep shows the offloading points (text: a column; SVG: a green ring)
     "$gc" "$graph" --config tiny --target cpu --emit budget-sweep >sweep.txt || fail "budget-sweep"
