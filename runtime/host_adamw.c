@@ -116,13 +116,13 @@ static void adamw_range(const AdamW *h, int avx, float *p, const float *g, float
     adamw_scalar(h, p, g, m, v, i, hi);
 }
 
-/* One AdamW step on n floats; bias corrections 1 - beta^t by powf as in
- * llm.c. Blocks of 64 Ki elements in parallel. */
+/* One AdamW step on n floats; bias corrections 1 - beta^t by
+ * gc_adamw_bias (in double: llm.c's powf is 1.5e-5 off at beta2 = 0.999,
+ * t = 2). Blocks of 64 Ki elements in parallel. */
 void gc_host_adamw(float *p, const float *g, float *m, float *v, long n, float lr, float beta1,
                    float beta2, float eps, float wd, int t)
 {
-    AdamW h = {lr, beta1, beta2, eps, wd, 1.0f - powf(beta1, (float)t),
-               1.0f - powf(beta2, (float)t)};
+    AdamW h = {lr, beta1, beta2, eps, wd, gc_adamw_bias(beta1, t), gc_adamw_bias(beta2, t)};
     int avx = 0;
 #ifdef HAVE_ADAMW_AVX
     avx = __builtin_cpu_supports("avx");

@@ -1857,7 +1857,7 @@ static __global__ void adamw_multi_kernel(AdamwArgs a, float lr, float beta1, fl
 
 void gc_adamw_multi(const gc_adamw_tensor *u, int n, float lr, float beta1, float beta2, float eps, int t)
 {
-    float bc1 = 1.0f - powf(beta1, (float)t), bc2 = 1.0f - powf(beta2, (float)t);
+    float bc1 = gc_adamw_bias(beta1, t), bc2 = gc_adamw_bias(beta2, t);
     for (int k = 0; k < n;) {
         AdamwArgs a;
         memset(&a, 0, sizeof a);
