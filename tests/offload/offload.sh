@@ -16,11 +16,14 @@ compile() {  # compile OUT [gcompile args...]
     out=$1; shift
     "$gc" "$graph" --config tiny --target cpu -o "$out" "$@" || fail "gcompile $*"
 }
-# step, loss and gradient norm of each step (the norm: --log makes the fused-opt updates add it up)
+# step, loss and gradient norm of each step, from the log at 9 digits (the norm: --log makes the
+# fused-opt updates add it up)
+steps_of() { sed -n 's/^{"step":\([0-9]*\),"loss":\([^,]*\),.*"grad_norm":\([^,]*\),.*/\1 \2 \3/p' "$1"; }
 run() {  # run PROGRAM [args...]
     prog=$1; shift
+    rm -f "$prog.jsonl"
     "./$prog" --threads 2 --log "$prog.jsonl" "$@" >"$prog.out" 2>&1 || { cat "$prog.out"; fail "$prog $*"; }
-    sed -n 's/^step *\([0-9]*\)\/[0-9]* | loss \([^ ]*\) .*norm \([^ ]*\).*/\1 \2 \3/p' "$prog.out"
+    steps_of "$prog.jsonl"
 }
 same() {  # same WHAT A.txt B.txt: bit-identical and not empty
     [ -s "$2" ] || fail "$1: no steps"
@@ -139,8 +142,9 @@ split)  # 2 ranks (4 for tp+zero1) under mpirun: each rank offloads its shard
             for extra in "" "--grad-clip 0.3"; do
                 for p in s_a s_b; do
                     # shellcheck disable=SC2086
+                    rm -f $p.jsonl
                     $MPIRUN -np 2 ./$p --threads 1 --steps 4 --log $p.jsonl $extra >$p.out 2>&1 || { cat $p.out; fail "mpirun $p $sp"; }
-                    sed -n 's/^step *\([0-9]*\)\/[0-9]* | loss \([^ ]*\) .*norm \([^ ]*\).*/\1 \2 \3/p' $p.out >$p.txt
+                    steps_of $p.jsonl >$p.txt
                 done
                 same "$sp $sch${extra:+ $extra}" s_a.txt s_b.txt
             done

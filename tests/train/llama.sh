@@ -12,9 +12,11 @@ compile() {  # compile OUT [gcompile args...]
     out=$1; shift
     "$gc" "$graph" --config tiny --target cpu -o "$out" "$@" || fail "gcompile $*"
 }
-losses() {  # losses PROGRAM [args...] -> one loss per line
-    prog=$1; shift
-    "./$prog" --threads 2 "$@" | sed -n 's/^step *[0-9]*\/[0-9]* | loss \([^ ]*\) .*/\1/p'
+losses() {  # losses PROGRAM [args...] -> one loss per line, from --log (9 digits, not the printed 6:
+    prog=$1; shift  # programs that sum in other orders differ there, where the printed loss may match by luck)
+    rm -f "$prog.losses.jsonl"
+    "./$prog" --threads 2 "$@" --log "$prog.losses.jsonl" >/dev/null
+    sed -n 's/^{"step":[0-9]*,"loss":\([^,]*\),.*/\1/p' "$prog.losses.jsonl" 2>/dev/null
 }
 case "$check" in
 header)    # the trainer prints the graph's own dims (not GPT-2's names only); without --data a V below 256
