@@ -1,7 +1,9 @@
 /* nvcache.c — the cache of the CUDA runtime's objects. kernels_cuda.cu alone
  * takes nvcc half a minute per architecture, and it does not change between
  * programs: each runtime source is compiled once (`nvcc -c`) into an object
- * named by a hash of everything that can change it, and linked with train.cu.
+ * named by a hash of everything that can change it (nvcc and its --version, the
+ * host compiler's --version, nvcc's environment flags, the runtime sources, the
+ * flags), and linked with train.cu.
  * A hit is an existing file; a miss compiles into a temporary directory in the
  * cache and renames the object into place, so a reader never sees a partial
  * object and two gcompile processes racing both succeed. The cache keeps
@@ -164,6 +166,15 @@ int nvcache_open(NvCache *c, const char *nvcc, const char *rtdir, int verbose)
     fnv_output(&c->key, version);
     fnv_str(&c->key, getenv("NVCC_PREPEND_FLAGS"));   /* nvcc adds these to every command */
     fnv_str(&c->key, getenv("NVCC_APPEND_FLAGS"));
+    /* the host compiler nvcc runs: $NVCC_CCBIN, else gcc and g++ on PATH; an upgraded
+     * host compiler (another --version) is another key */
+    const char *ccbin = getenv("NVCC_CCBIN");
+    fnv_str(&c->key, ccbin);
+    const char *hosts[] = {ccbin && *ccbin ? ccbin : "gcc", ccbin && *ccbin ? NULL : "g++"};
+    for (int i = 0; i < 2 && hosts[i]; i++) {
+        char *host_version[] = {(char *)hosts[i], "--version", NULL};
+        fnv_output(&c->key, host_version);
+    }
     char *cuda = xasprintf("%s/cuda", rtdir);
     fnv_dir(&c->key, rtdir);
     fnv_dir(&c->key, cuda);

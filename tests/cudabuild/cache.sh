@@ -10,7 +10,8 @@
 #   With a stand-in nvcc (a script that writes placeholder files, so each
 #   case costs no compile): the same inputs give the same names; another
 #   --gpu-arch, another runtime directory, an edited runtime file, another
-#   `nvcc --version` give other names; GCOMPILE_CACHE=off and "" leave the
+#   `nvcc --version`, another host compiler `--version` (gcc and g++ on PATH,
+#   or $NVCC_CCBIN) give other names; GCOMPILE_CACHE=off and "" leave the
 #   directory untouched and compile the sources with the program; a cache that
 #   cannot be created builds without it; XDG_CACHE_HOME and HOME are the
 #   fallbacks; two builds racing on one miss both succeed, no temporary left;
@@ -97,6 +98,17 @@ build "$fc" f4 --gpu-arch sm_80,sm_90
 differs "--gpu-arch sm_80,sm_90" f4.txt
 (FAKE_VERSION=2 build "$fc" f5 --gpu-arch sm_90) || exit 1
 differs "another nvcc --version" f5.txt
+# the host compiler nvcc runs: gcc and g++ on PATH, else $NVCC_CCBIN; another --version, another name
+mkdir -p cc
+for c in gcc g++; do printf '#!/bin/sh\necho "stand-in %s ${FAKE_CC:-1}"\n' $c >cc/$c && chmod +x cc/$c; done
+(PATH=$dir/cc:$PATH build "$fc" h1 --gpu-arch sm_90) || exit 1
+differs "a gcc of another --version on PATH" h1.txt
+(PATH=$dir/cc:$PATH build "$fc" h2 --gpu-arch sm_90) || exit 1
+[ "$(names h2.txt)" = "$(names h1.txt)" ] || fail "the same host compiler gave other names: $(names h1.txt) vs $(names h2.txt)"
+(FAKE_CC=2 PATH=$dir/cc:$PATH build "$fc" h3 --gpu-arch sm_90) || exit 1
+[ "$(names h3.txt)" != "$(names h1.txt)" ] || fail "another host compiler --version gave the same names"
+(NVCC_CCBIN=$dir/cc/g++ build "$fc" h4 --gpu-arch sm_90) || exit 1
+differs "NVCC_CCBIN" h4.txt
 rt=$(sed -n 's|^gcompile: run: .* -I\([^ ]*\)/cuda -c .*|\1|p' f1.txt | head -n 1)
 [ -d "$rt/cuda" ] || fail "no runtime directory in the -v output"
 cp -r "$rt" rt
