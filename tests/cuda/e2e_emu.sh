@@ -20,6 +20,10 @@ emu_rt "$cxx" "$root" "$cblas" || fail "emulator build of the runtime"
 "$gc" "$graph" --config tiny --target cpu $flags -o train_cpu || fail "gcompile --target cpu"
 ./train_cpu --steps "$steps" --seed 1 --log cpu.jsonl >cpu.out 2>&1 || fail "train_cpu: $(cat cpu.out)"
 ./train_emu --steps "$steps" --seed 1 --log emu.jsonl >emu.out 2>&1 || fail "train_emu: $(cat emu.out)"
+# the shim's cudaMemGetInfo counts the program's allocations (no context, no kernel images): beyond
+# the plan's regions the program allocates little (its scratch), well inside the reserve
+grep -q "^device memory after the first step: .* other .*: ok)$" emu.out ||
+    fail "the emulated reserve line: $(grep '^device memory' emu.out)"
 losses() { sed -n 's/.*"loss":\([^,}]*\).*/\1/p' "$1"; }
 losses cpu.jsonl >cpu.loss
 losses emu.jsonl >emu.loss

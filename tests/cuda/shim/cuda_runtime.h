@@ -112,21 +112,38 @@ inline cudaError_t cudaDeviceGetAttribute(int *v, cudaDeviceAttr a, int d)
     }
     return cudaSuccess;
 }
+/* "device" memory: host memory with its size in a 256-byte header, so that
+ * cudaMemGetInfo reports what the program has allocated (a 16 GiB device, no
+ * CUDA context or kernel images: the reserve's "other" is only the program's
+ * own allocations beyond its regions) */
+inline size_t &gc_shim_device_used() { static size_t used; return used; }   /* inline: one per program */
 inline cudaError_t cudaMemGetInfo(size_t *free_b, size_t *total)
 {
-    *free_b = (size_t)15 << 30;
     *total = (size_t)16 << 30;
+    *free_b = *total - (gc_shim_device_used() < *total ? gc_shim_device_used() : *total);
     return cudaSuccess;
 }
 
 inline cudaError_t cudaMalloc(void **p, size_t bytes)
 {
-    if (posix_memalign(p, 256, bytes ? bytes : 1) != 0)
+    void *base;
+    if (bytes > ((size_t)1 << 48) || posix_memalign(&base, 256, bytes + 256) != 0)
         return cudaErrorMemoryAllocation;
+    *(size_t *)base = bytes;
+    gc_shim_device_used() += bytes;
+    *p = (char *)base + 256;
     return cudaSuccess;
 }
 template <class T> cudaError_t cudaMalloc(T **p, size_t bytes) { return cudaMalloc((void **)p, bytes); }
-inline cudaError_t cudaFree(void *p) { free(p); return cudaSuccess; }
+inline cudaError_t cudaFree(void *p)
+{
+    if (p) {
+        char *base = (char *)p - 256;
+        gc_shim_device_used() -= *(size_t *)base;
+        free(base);
+    }
+    return cudaSuccess;
+}
 /* pinned host memory: plain host memory here */
 #define cudaHostAllocDefault 0x00
 inline cudaError_t cudaHostAlloc(void **p, size_t bytes, unsigned)
