@@ -171,6 +171,18 @@ static void add_consumer(Tensor *t, int op)
     t->consumers[t->nconsumers++] = op;
 }
 
+int graph_add_view(Graph *g, int base, size_t off, const char *prefix, int like, TensorKind kind)
+{
+    Tensor x = g->t[like];      /* a copy: adding a tensor moves g->t */
+    char *name = xasprintf("%s%s", prefix, x.name);
+    int v = graph_add_tensor(g, name, x.dtype, x.rank, x.shape, kind, x.loc);
+    free(name);
+    g->t[v].region = g->t[base].region;
+    g->t[v].view_of = base;
+    g->t[v].view_offset = off;
+    return v;
+}
+
 int graph_add_op(Graph *g, OpKind kind, const char *name, const int *in, int nin,
                  const int *out, int nout, Loc loc)
 {

@@ -285,6 +285,10 @@ int graph_add_tensor(Graph *g, const char *name, DType dt, int rank, const long 
  * links; returns its id. */
 int graph_add_op(Graph *g, OpKind kind, const char *name, const int *in, int nin,
                  const int *out, int nout, Loc loc);
+/* Adds a view of base at byte offset off: named prefix + like's name, with
+ * like's dtype, shape and loc, of the given kind, in base's region (a view
+ * lives in its base's storage); returns its id. */
+int graph_add_view(Graph *g, int base, size_t off, const char *prefix, int like, TensorKind kind);
 /* Storage root of a tensor (follows view_of) and its byte offset in it. */
 int graph_root(const Graph *g, int t, size_t *offset);
 /* graph_root of every tensor at once, in O(tensors) however long the view

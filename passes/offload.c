@@ -211,14 +211,7 @@ static int host_copy_root(Graph *g, int r, int *hcopy)
 /* The view of host root h at byte offset off with t's shape. */
 static int host_view(Graph *g, int h, size_t off, int t)
 {
-    Tensor x = g->t[t];
-    char *name = cat("host.", x.name, "");
-    int v = graph_add_tensor(g, name, x.dtype, x.rank, x.shape, TK_PARAM, x.loc);
-    free(name);
-    g->t[v].region = RG_HOST;
-    g->t[v].view_of = h;
-    g->t[v].view_offset = off;
-    return v;
+    return graph_add_view(g, h, off, "host.", t, TK_PARAM);
 }
 
 /* --precision bf16: the fp32 masters move to the host (the device keeps
@@ -321,13 +314,7 @@ static int clone_view(Graph *g, int v, int from, int to, int *clone, int nt0)
     if (v < nt0 && clone[v] >= 0)
         return clone[v];
     int base = clone_view(g, g->t[v].view_of, from, to, clone, nt0);
-    Tensor x = g->t[v];
-    char *name = cat("pf.", x.name, "");
-    int c = graph_add_tensor(g, name, x.dtype, x.rank, x.shape, x.kind, x.loc);
-    free(name);
-    g->t[c].region = RG_ARENA;
-    g->t[c].view_of = base;
-    g->t[c].view_offset = x.view_offset;
+    int c = graph_add_view(g, base, g->t[v].view_offset, "pf.", v, g->t[v].kind);
     if (v < nt0)
         clone[v] = c;
     return c;

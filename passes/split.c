@@ -350,13 +350,7 @@ static void read_gathered(Graph *g, Slice *sl, int ns, int ranks, int nops)
             int b = ph == PH_BWD;
             if (sl[k].gathered[b] < 0)
                 sl[k].gathered[b] = add_gather(g, &sl[k], ranks, b);
-            char *name = xasprintf("%s%s", b ? "gb." : "gf.", g->t[t].name);
-            Tensor x = g->t[t];
-            int v = graph_add_tensor(g, name, x.dtype, x.rank, x.shape, TK_COMM, x.loc);
-            free(name);
-            g->t[v].region = RG_ARENA;
-            g->t[v].view_of = sl[k].gathered[b];
-            g->t[v].view_offset = off - sl[k].lo;
+            int v = graph_add_view(g, sl[k].gathered[b], off - sl[k].lo, b ? "gb." : "gf.", t, TK_COMM);
             g->ops[o].in[i] = v;
         }
     }
@@ -472,14 +466,7 @@ int split_backward_gather(Graph *g, int t, int *memo, int nmemo)
         memo[part] = gb;
     if (r == t)
         return gb;
-    Tensor x = g->t[t];
-    char *name = xasprintf("gb.%s", x.name);
-    int v = graph_add_tensor(g, name, x.dtype, x.rank, x.shape, TK_COMM, x.loc);
-    free(name);
-    g->t[v].region = RG_ARENA;
-    g->t[v].view_of = gb;
-    g->t[v].view_offset = off;
-    return v;
+    return graph_add_view(g, gb, off, "gb.", t, TK_COMM);
 }
 
 /* The bytes tensor parallel's all-reduces send (split_tp.c's forward ones,
