@@ -278,8 +278,8 @@ OVERFLOW_VALUE = 2.0 ** 64
 # beyond the 8 samples' 10x RMS). A step whose MCA loss noise (RMS) exceeds
 # CHAOS_RTOL of the loss counts as beyond float32 from there: the losses
 # before it are compared, no parameters; the summary counts the lever run as
-# saturated. It is looked at only when a comparison fails the one-sample
-# tolerance. 1e-3 is 50 LOSS_TOL: float32 alone then moves the loss by more
+# saturated. It is looked at only when a comparison fails the MCA tolerance
+# too. 1e-3 is 50 LOSS_TOL: float32 alone then moves the loss by more
 # than a 20 % gradient error moves it in three steps (1e-3..1e-2, above), so
 # nothing this check could see is hidden; a well-conditioned graph's noise
 # is 1e-7..1e-5 (seed 98: 9e-5). Seed 105250's dp2 run is chaotic too (2.9e-3
@@ -847,11 +847,11 @@ def compare(lever, losses, params, rl, rp, vals, spec, r32=None, noise=None, sat
         tol = max(LOSS_TOL * max(1.0, abs(b)), finite(COND_FACTOR * abs(l32[i] - b)))
         how = ""
         if not (abs(a - b) <= tol) and noise is not None:
-            c = chaotic_step(noise, rl)
-            if c and i + 1 >= c:
-                return c
             tol = max(tol, finite(COND_FACTOR * noise()[0][i]))
             how = f" ({MCA_SAMPLES} MCA samples: float32 noise {noise()[0][i]:.3g})"
+            c = chaotic_step(noise, rl)
+            if not (abs(a - b) <= tol) and c and i + 1 >= c:
+                return c
         STATS["loss"] = max(STATS["loss"], abs(a - b) / tol)
         MARGIN["loss"] = max(MARGIN.get("loss", 0.0), abs(a - b) / tol)
         if not (abs(a - b) <= tol):
@@ -862,10 +862,10 @@ def compare(lever, losses, params, rl, rp, vals, spec, r32=None, noise=None, sat
         tol = np.maximum(PARAM_RTOL * moved + 8 * ULP * np.abs(b), finite(COND_FACTOR * np.abs(b32 - b)))
         diff = np.abs(a.astype(np.float64) - b)
         if not np.all(diff <= tol) and noise is not None:
-            c = chaotic_step(noise, rl)
-            if c:
-                return c
             tol = np.maximum(tol, finite(COND_FACTOR * noise()[1][j]))
+            c = chaotic_step(noise, rl)
+            if not np.all(diff <= tol) and c:
+                return c
         if diff.size:
             STATS["param"] = max(STATS["param"], float(np.max(diff / np.maximum(tol, 1e-300))))
             MARGIN["param"] = max(MARGIN.get("param", 0.0), float(np.max(diff / np.maximum(tol, 1e-300))))
