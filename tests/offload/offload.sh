@@ -141,8 +141,8 @@ split)  # 2 ranks (4 for tp+zero1) under mpirun: each rank offloads its shard
             compile s_b --gpus 2 --split $sp --schedule $sch --offload opt
             for extra in "" "--grad-clip 0.3"; do
                 for p in s_a s_b; do
-                    # shellcheck disable=SC2086
                     rm -f $p.jsonl
+                    # shellcheck disable=SC2086
                     $MPIRUN -np 2 ./$p --threads 1 --steps 4 --log $p.jsonl $extra >$p.out 2>&1 || { cat $p.out; fail "mpirun $p $sp"; }
                     steps_of $p.jsonl >$p.txt
                 done

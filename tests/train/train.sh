@@ -12,11 +12,12 @@ compile() {  # compile OUT [gcompile args...]
     out=$1; shift
     "$gc" "$graph" --config tiny --target cpu -o "$out" "$@" || fail "gcompile $*"
 }
+log_losses() { sed -n 's/^{"step":[0-9]*,"loss":\([^,]*\),.*/\1/p' "$1" 2>/dev/null; }   # LOG -> one loss per line
 losses() {  # losses PROGRAM [args...] -> one loss per line, from --log (9 digits, not the printed 6:
     prog=$1; shift  # programs that sum in other orders differ there, where the printed loss may match by luck)
     rm -f "$prog.losses.jsonl"
     "./$prog" --threads 2 "$@" --log "$prog.losses.jsonl" >/dev/null
-    sed -n 's/^{"step":[0-9]*,"loss":\([^,]*\),.*/\1/p' "$prog.losses.jsonl" 2>/dev/null
+    log_losses "$prog.losses.jsonl"
 }
 case "$check" in
 falling)   # 30 steps on the built-in corpus: the loss falls clearly
@@ -83,7 +84,7 @@ profile)   # --profile: same losses; one row per kernel and shape, rows add up t
     compile t_$check
     losses t_$check --steps 4 >a.txt
     ./t_$check --threads 2 --steps 4 --profile --log p.jsonl >out.txt || fail "--profile run"
-    sed -n 's/^{"step":[0-9]*,"loss":\([^,]*\),.*/\1/p' p.jsonl >b.txt
+    log_losses p.jsonl >b.txt
     cmp -s a.txt b.txt || { paste a.txt b.txt; fail "--profile changed the losses"; }
     grep -q '^profile: [0-9]* kernels and shapes, mean over 3 steps' out.txt || { cat out.txt; fail "profile header"; }
     for k in "fwd matmul_bias 256x192x64 tb" "bwd matmul 256x64x256 ta" "opt adamw" "fwd classifier" "bwd matmul_dgelu_bgrad 256x256x64" "fwd add_layernorm"; do
